@@ -1,0 +1,8 @@
+"""Tie-aware, deterministic evaluation of embedding retrieval and its variability (no UI imports)."""
+
+from .errors import InputError
+from .evaluation import Evaluation, evaluate
+from .io import Dataset, load_bytes, load_files
+
+__all__ = ["Dataset", "Evaluation", "InputError", "evaluate", "load_bytes", "load_files"]
+__version__ = "0.1.0"

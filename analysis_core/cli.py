@@ -1,0 +1,167 @@
+"""Command line: ``python -m analysis_core check|evaluate`` (SPEC section 5).
+
+Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 1 an internal
+error (short message; set ANALYSIS_CORE_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .io import SIMILARITIES, Dataset, load_files, validate
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors: exit 2 with one clear line
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated positive integers, got '{text}'") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated positive integers, got '{text}'")
+    return ks
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return v
+
+
+def _progress_printer():
+    tty = sys.stderr.isatty()
+    state = {"last": -1, "t0": time.perf_counter()}
+
+    def show(done: int, total: int, stage: str) -> None:
+        pct = int(100 * done / max(total, 1))
+        if not tty and pct // 10 == state["last"] // 10 and done != total:
+            return
+        if tty and pct == state["last"] and done != total:
+            return
+        state["last"] = pct
+        bar = "#" * (pct // 4) + "." * (25 - pct // 4)
+        line = f"[{bar}] {pct:3d}% {stage} ({time.perf_counter() - state['t0']:.1f}s)"
+        sys.stderr.write(("\r" + line) if tty else (line + "\n"))
+        if tty and done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="input files (.npz, .npy, .csv, .parquet); several = several methods")
+    p.add_argument("--labels", help="labels file for .npy embeddings (.npy, .csv or .txt, one per line)")
+    p.add_argument("--names", help="comma-separated method names, one per file (default: file stems)")
+    p.add_argument("--feature-prefix", help="CSV/Parquet: use only the columns starting with this prefix")
+    p.add_argument("--similarity", choices=SIMILARITIES, default="cosine")
+
+
+def _load(args: argparse.Namespace) -> Dataset:
+    names = [s.strip() for s in args.names.split(",")] if args.names else None
+    if names is not None and len(names) != len(args.files):
+        raise InputError("--names", f"{len(names)} names for {len(args.files)} files.", "give one name per file.")
+    return load_files(args.files, labels=args.labels, names=names, feature_prefix=args.feature_prefix)
+
+
+def _describe(ds: Dataset) -> str:
+    sizes = np.bincount(ds.label_codes)
+    lines = [f"{ds.source}: usable",
+             f"  items {ds.n_items}, classes {ds.n_classes} (class sizes {sizes.min()}..{sizes.max()}, "
+             f"{int(np.sum(sizes == 1))} singleton)",
+             "  methods: " + ", ".join(f"{m} (dim {e.shape[1]})" for m, e in ds.embeddings.items())]
+    for col in ("split", "role"):
+        v = getattr(ds, col)
+        if v is not None:
+            u, c = np.unique(v, return_counts=True)
+            lines.append(f"  {col}: " + ", ".join(f"{a}={b}" for a, b in zip(u, c)))
+    if ds.confidence is not None:
+        lines.append("  confidence: present")
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    ds = _load(args)
+    validate(ds, args.similarity)
+    print(_describe(ds))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluation import evaluate
+
+    ds = _load(args)
+    ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, block_size=args.block_size,
+                  n_threads=args.threads, split=args.split, progress=None if args.quiet else _progress_printer())
+    summary = ev.summary()
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(str(out), f"cannot create the output folder ({exc.strerror}).",
+                             "choose a writable --out folder.") from exc
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        pq = ev.per_query()
+        pq.to_csv(out / "per_query.csv", index=False)
+        pq.assign(label=pq["label"].astype(str)).to_parquet(out / "per_query.parquet", index=False)
+        print(f"wrote {out / 'summary.json'}, {out / 'per_query.csv'}, {out / 'per_query.parquet'}")
+    else:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m analysis_core", description="Tie-aware evaluation of embedding retrieval.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("check", help="validate input files; exit 0 if usable, 2 if not")
+    _add_input_args(c)
+    c.set_defaults(func=cmd_check)
+    e = sub.add_parser("evaluate", help="per-query metrics and summary")
+    _add_input_args(e)
+    e.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k, e.g. 1,2,4,8")
+    e.add_argument("--out", help="output folder (default: print the summary)")
+    e.add_argument("--block-size", type=_positive, default=4096, help="rows per work unit (memory/scheduling)")
+    e.add_argument("--threads", type=_positive, default=None, help="worker threads (default: all cores)")
+    e.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR curves")
+    e.add_argument("--split", help="evaluate within this split only")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_evaluate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the user gets a message, never a traceback
+        if os.environ.get("ANALYSIS_CORE_DEBUG"):
+            traceback.print_exc()
+        sys.stderr.write(f"internal error: {exc.__class__.__name__}: {exc}. This is a bug; please report it "
+                         "with the command you ran (ANALYSIS_CORE_DEBUG=1 shows the traceback).\n")
+        return 1

@@ -1,0 +1,311 @@
+"""The streamed all-pairs pass: every pair's similarity computed once, never an N x N matrix.
+
+How determinism is obtained (SPEC section 2). A BLAS matrix product does not give the same bits
+for a pair when the pair sits at another position of the call or when the thread count changes
+(measured on OpenBLAS: ``X @ X.T`` is not even symmetric). So:
+
+1. items are put in a **canonical order** derived from content only: exact duplicate vectors are
+   merged into one *unique vector* (so duplicates tie exactly), unique vectors are sorted by
+   (smallest class code among their items, bytes);
+2. similarities are computed in **fixed tiles** of ``TILE`` unique vectors, each by one
+   single-threaded BLAS call; only tiles (I, J) with I <= J are computed and each unordered pair
+   is taken from the upper triangle, so s(i, j) == s(j, i) by construction;
+3. parallelism is over tiles (threads), and everything accumulated across tiles is an integer
+   (rank counts, histogram counts, fixed-point sums).
+
+Hence input row order, ``block_size`` and ``n_threads`` cannot change a single bit of the result.
+
+The pass has three phases: (1) the tiles holding same-class pairs give every query its positive
+scores; (2) all tiles are streamed, each negative is ranked against its query's positive scores
+(binary search) and each pair is binned; (3) each query's tie blocks give its metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import kernels as K
+
+TILE = 512  # fixed: part of the definition of the computed scores (see module docstring)
+Progress = Callable[[int, int, str], None]
+
+#: columns of the per-query output array, in order (before the P@k / Recall@k columns)
+BASE_COLUMNS = ("n_positives", "ap", "ap_lower", "ap_upper", "map_at_r", "r_precision", "rr",
+                "n_mixed_tie_blocks", "n_tied_negatives")
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """Everything one pass produces for one method.
+
+    ``values[s]`` are the per-query metrics of query ``query_items[s]`` (an input row index),
+    columns ``BASE_COLUMNS`` then ``precision_at_<k>`` and ``recall_at_<k>``; rows of lone
+    queries (no positive in the gallery) are NaN except ``n_positives = 0``.
+    ``pr_curves[s]`` is that query's precision on the recall grid ``recall_grid``.
+    """
+
+    query_items: np.ndarray
+    values: np.ndarray
+    columns: tuple[str, ...]
+    pr_curves: np.ndarray
+    recall_grid: np.ndarray
+    hist_edges: np.ndarray
+    hist_pos: np.ndarray
+    hist_neg: np.ndarray
+    sum_pos: float
+    sum_neg: float
+    ks: tuple[int, ...]
+    n_unique_vectors: int
+
+    @property
+    def n_pos_pairs(self) -> int:
+        return int(self.hist_pos.sum())
+
+    @property
+    def n_neg_pairs(self) -> int:
+        return int(self.hist_neg.sum())
+
+    @property
+    def mean_pos_similarity(self) -> float:
+        return self.sum_pos / self.n_pos_pairs if self.n_pos_pairs else float("nan")
+
+    @property
+    def mean_neg_similarity(self) -> float:
+        return self.sum_neg / self.n_neg_pairs if self.n_neg_pairs else float("nan")
+
+
+def _prepare_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
+    X64 = np.asarray(X, dtype=np.float64)
+    if similarity == "cosine":
+        norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
+        X64 = X64 / norms[:, None]
+    # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
+    return np.ascontiguousarray(X64.astype(np.float32) + np.float32(0.0))
+
+
+def _canonical_order(Xf: np.ndarray, codes: np.ndarray):
+    """Unique vectors in canonical order, and the items sorted to match."""
+    n, d = Xf.shape
+    rows = Xf.view(np.dtype((np.void, Xf.dtype.itemsize * d))).ravel()
+    _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    n_u = first.shape[0]
+    min_code = np.full(n_u, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(min_code, inv, codes)
+    u_order = np.lexsort((np.arange(n_u), min_code))  # bytes order breaks ties: content only
+    u_rank = np.empty(n_u, np.int64)
+    u_rank[u_order] = np.arange(n_u)
+    item_u = u_rank[inv]
+    items = np.lexsort((np.arange(n), codes, item_u))
+    uptr = np.zeros(n_u + 1, np.int64)
+    np.cumsum(np.bincount(item_u, minlength=n_u), out=uptr[1:])
+    Xu = np.ascontiguousarray(Xf[first[u_order]])
+    return Xu, items, item_u[items], uptr
+
+
+def _score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:
+    if similarity == "cosine":
+        return -1.0, 1.0
+    m = float(np.sqrt(np.max(np.add.reduce(Xu.astype(np.float64) ** 2, axis=1)))) if Xu.size else 0.0
+    if m == 0.0:
+        return -1.0, 1.0
+    return (-m * m, m * m) if similarity == "dot" else (-2.0 * m, 0.0)
+
+
+class _Tiles:
+    """Computes tile (I, J), I <= J, of the similarity matrix of the unique vectors."""
+
+    def __init__(self, Xu: np.ndarray, similarity: str) -> None:
+        self.similarity = similarity
+        self.n = Xu.shape[0]
+        self.count = max(1, math.ceil(self.n / TILE))
+        if similarity == "euclidean":
+            # float64 product: squared distances by expansion lose too much in float32
+            self.X = Xu.astype(np.float64)
+            self.sq = np.add.reduce(self.X * self.X, axis=1)
+        else:
+            self.X = Xu
+
+    def bounds(self, i: int) -> tuple[int, int]:
+        return i * TILE, min((i + 1) * TILE, self.n)
+
+    def __call__(self, i: int, j: int) -> np.ndarray:
+        a0, a1 = self.bounds(i)
+        b0, b1 = self.bounds(j)
+        A = self.X[a0:a1]
+        B = self.X[b0:b1]
+        G = A @ B.T
+        if self.similarity != "euclidean":
+            return G
+        d2 = self.sq[a0:a1, None] + self.sq[None, b0:b1] - 2.0 * G
+        np.maximum(d2, 0.0, out=d2)
+        return (-np.sqrt(d2)).astype(np.float32)
+
+
+def _positive_tile_pairs(item_u: np.ndarray, codes_c: np.ndarray) -> list[tuple[int, int]]:
+    """Tile pairs (I <= J) that hold at least one same-class pair."""
+    tiles = item_u // TILE
+    pairs: set[tuple[int, int]] = set()
+    ct = np.unique(np.stack([codes_c, tiles], axis=1), axis=0)
+    splits = np.nonzero(np.diff(ct[:, 0]))[0] + 1
+    for group in np.split(ct[:, 1], splits):
+        g = group.tolist()
+        for x in range(len(g)):
+            for y in range(x, len(g)):
+                pairs.add((g[x], g[y]))
+    return sorted(pairs)
+
+
+def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
+             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
+             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
+             n_bins: int = 200, block_size: int = 4096, n_threads: int | None = None,
+             progress: Progress | None = None) -> PassResult:
+    """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
+
+    Parameters
+    ----------
+    X : (N, d) embeddings. codes : (N,) integer class codes.
+    is_query, is_gallery : boolean masks (default: every item is both = leave-one-out).
+    block_size : rows of tiles handed to a worker at a time (scheduling only; results do not
+        depend on it). n_threads : worker threads (default: all cores).
+    progress : called as ``progress(done, total, stage)``.
+    """
+    n = X.shape[0]
+    codes = np.asarray(codes, np.int64)
+    isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
+    isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    n_threads = n_threads or os.cpu_count() or 1
+    ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
+    if ks_arr.size == 0 or ks_arr[0] < 1:
+        raise ValueError("every k must be a positive integer")
+
+    Xf = _prepare_vectors(X, similarity)
+    Xu, items, item_u, uptr = _canonical_order(Xf, codes)
+    lab = codes[items]
+    q_c = isq[items]
+    g_c = isg[items]
+    # R of each query = same-class gallery items other than itself
+    n_classes = int(codes.max()) + 1 if n else 0
+    gal_per_class = np.bincount(lab[g_c], minlength=n_classes)
+    slot = np.full(n, -1, np.int64)
+    slot[q_c] = np.arange(int(q_c.sum()))
+    q_pos = np.nonzero(q_c)[0]
+    R = gal_per_class[lab[q_pos]] - g_c[q_pos].astype(np.int64)
+    toff = np.zeros(q_pos.size + 1, np.int64)
+    np.cumsum(R, out=toff[1:])
+
+    tiles = _Tiles(Xu, similarity)
+    lo, hi = _score_range(Xu, similarity)
+    inv_width = n_bins / (hi - lo)
+    max_items_tile = max(int(np.max(uptr[np.minimum(np.arange(1, tiles.count + 1) * TILE, Xu.shape[0])]
+                                    - uptr[np.arange(tiles.count) * TILE])), 1)
+    bound = max(abs(lo), abs(hi)) * 1.01 + 1e-300
+    scale = float(2.0 ** math.floor(62 - math.log2(bound * max_items_tile ** 2 + 1)))
+
+    pos_pairs = _positive_tile_pairs(item_u, lab)
+    all_pairs = [(i, j) for i in range(tiles.count) for j in range(i, tiles.count)]
+    total = len(pos_pairs) + len(all_pairs)
+    done = [0]
+    lock = threading.Lock()
+
+    def tick(stage: str) -> None:
+        with lock:
+            done[0] += 1
+            d = done[0]
+        if progress is not None:
+            progress(d, total, stage)
+
+    def run_workers(tasks: list[list[tuple[int, int]]], work: Callable) -> None:
+        q: queue.Queue = queue.Queue()
+        for t in tasks:
+            q.put(t)
+        errors: list[BaseException] = []
+
+        def loop(w: int) -> None:
+            try:
+                while True:
+                    try:
+                        task = q.get_nowait()
+                    except queue.Empty:
+                        return
+                    for ij in task:
+                        work(w, ij)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        # phase 1: positive scores of every query
+        thr = np.empty(int(toff[-1]), np.float32)
+        fill = np.zeros(q_pos.size, np.int64)
+        fill_lock = threading.Lock()
+
+        def collect(w: int, ij: tuple[int, int]) -> None:
+            i, j = ij
+            S = tiles(i, j)
+            with fill_lock:
+                K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff, fill, thr)
+            tick("positives")
+
+        run_workers([[p] for p in pos_pairs], collect)
+        uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+        del thr
+
+        # phase 2: rank negatives, bin pairs
+        acc = [dict(gt=np.zeros(uvals.size, np.int64), eq=np.zeros(uvals.size, np.int64),
+                    hpos=np.zeros(n_bins, np.int64), hneg=np.zeros(n_bins, np.int64), spos=0, sneg=0)
+               for _ in range(n_threads)]
+
+        def count(w: int, ij: tuple[int, int]) -> None:
+            i, j = ij
+            S = tiles(i, j)
+            a = acc[w]
+            sums = np.zeros(2, np.int64)
+            K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, a["gt"], a["eq"],
+                         a["hpos"], a["hneg"], lo, inv_width, scale, sums, True, True, True)
+            a["spos"] += int(sums[0])
+            a["sneg"] += int(sums[1])
+            tick("pairs")
+
+        rows_per_task = max(1, block_size // TILE)
+        tasks = []
+        for i0 in range(0, tiles.count, rows_per_task):
+            tasks.append([(i, j) for i in range(i0, min(i0 + rows_per_task, tiles.count))
+                          for j in range(i, tiles.count)])
+        run_workers(tasks, count)
+
+    gt = sum(a["gt"] for a in acc)
+    eq = sum(a["eq"] for a in acc)
+    hpos = sum(a["hpos"] for a in acc)
+    hneg = sum(a["hneg"] for a in acc)
+    spos = sum(a["spos"] for a in acc)
+    sneg = sum(a["sneg"] for a in acc)
+
+    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
+    values = np.empty((q_pos.size, len(columns)), np.float64)
+    curves = np.empty((q_pos.size, n_recall), np.float64)
+    K.query_metrics(uoff, uvals, ur, gt, eq, ks_arr, n_recall, interpolated, values, curves)
+    if progress is not None:
+        progress(total, total, "metrics")
+    return PassResult(
+        query_items=items[q_pos], values=values, columns=columns, pr_curves=curves,
+        recall_grid=np.arange(n_recall) / (n_recall - 1), hist_edges=np.linspace(lo, hi, n_bins + 1),
+        hist_pos=hpos, hist_neg=hneg, sum_pos=spos / scale, sum_neg=sneg / scale,
+        ks=tuple(int(k) for k in ks_arr), n_unique_vectors=int(Xu.shape[0]),
+    )

@@ -1,0 +1,168 @@
+"""Evaluate a :class:`~analysis_core.io.Dataset`: one engine pass per method, summaries, tables."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .engine.core import PassResult, Progress, run_pass
+from .errors import InputError
+from .io import Dataset, validate
+from .stats.histograms import jensen_shannon
+
+LONE_REASON = "lone query: no other item of its class in the gallery"
+DEFAULT_KS = (1, 2, 4, 8)
+
+
+def _fmean(x: np.ndarray) -> float:
+    """Mean with an exactly rounded sum (math.fsum): independent of the order of the queries."""
+    x = np.asarray(x, np.float64)
+    return math.fsum(x.tolist()) / x.size if x.size else float("nan")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Results of evaluating every method of a dataset with the same settings."""
+
+    dataset: Dataset
+    similarity: str
+    ks: tuple[int, ...]
+    results: dict[str, PassResult]
+    rows: np.ndarray  # input row indices evaluated (all rows, or one split's)
+    split: str | None = None
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.results)
+
+    def n_queries(self) -> int:
+        r = next(iter(self.results.values()))
+        return int(r.query_items.size)
+
+    def n_lone_queries(self) -> int:
+        r = next(iter(self.results.values()))
+        return int(np.sum(r.values[:, 0] == 0))
+
+    def per_query(self, method: str | None = None) -> pd.DataFrame:
+        """One row per (method, query): ``query`` is the item's row index in the input."""
+        frames = []
+        ds = self.dataset
+        for m, r in self.results.items():
+            if method is not None and m != method:
+                continue
+            rows = self.rows[r.query_items]
+            df = pd.DataFrame(r.values, columns=list(r.columns))
+            df.insert(0, "method", m)
+            df.insert(1, "query", rows)
+            df.insert(2, "label", ds.labels[rows])
+            if ds.split is not None:
+                df.insert(3, "split", ds.split[rows])
+            if ds.ids is not None:
+                df.insert(3, "id", ds.ids[rows])
+            if ds.confidence is not None:
+                df["confidence"] = ds.confidence[rows]
+            df["n_positives"] = df["n_positives"].astype(np.int64)
+            df["precision_at_1"] = df["precision_at_1"]
+            lone = df["n_positives"] == 0
+            df["excluded"] = np.where(lone, LONE_REASON, "")
+            frames.append(df.sort_values("query", kind="stable").reset_index(drop=True))
+        return pd.concat(frames, ignore_index=True)
+
+    def pr_curves(self, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input row of each non-lone query, recall grid, curves) for one method."""
+        r = self.results[method]
+        keep = r.values[:, 0] > 0
+        return self.rows[r.query_items[keep]], r.recall_grid, r.pr_curves[keep]
+
+    def method_summary(self, method: str) -> dict:
+        r = self.results[method]
+        keep = r.values[:, 0] > 0
+        col = {c: r.values[keep, i] for i, c in enumerate(r.columns)}
+        out = {
+            "map": {"expected": _fmean(col["ap"]), "lower": _fmean(col["ap_lower"]), "upper": _fmean(col["ap_upper"])},
+            "map_at_r": _fmean(col["map_at_r"]),
+            "r_precision": _fmean(col["r_precision"]),
+            "precision_at_1": _fmean(col["precision_at_1"]),
+            "mrr": _fmean(col["rr"]),
+            "recall_at_k": {str(k): _fmean(col[f"recall_at_{k}"]) for k in self.ks},
+            "precision_at_k": {str(k): _fmean(col[f"precision_at_{k}"]) for k in self.ks},
+            "jsd": jensen_shannon(r.hist_pos, r.hist_neg),
+            "mean_pos_similarity": r.mean_pos_similarity,
+            "mean_neg_similarity": r.mean_neg_similarity,
+            "n_pos_pairs": r.n_pos_pairs,
+            "n_neg_pairs": r.n_neg_pairs,
+            "ties": {
+                "share_queries_with_mixed_ties": _fmean(col["n_mixed_tie_blocks"] > 0),
+                "n_unique_vectors": r.n_unique_vectors,
+            },
+        }
+        return out
+
+    def summary(self) -> dict:
+        """The ``summary.json`` document (SPEC section 5); keys are only ever added."""
+        ds = self.dataset
+        labels = ds.labels[self.rows]
+        dims = {m: int(ds.embeddings[m].shape[1]) for m in self.results}
+        return {
+            "dataset": {
+                "n_items": int(self.rows.size),
+                "n_classes": int(np.unique(labels).size),
+                "n_queries": self.n_queries() - self.n_lone_queries(),
+                "n_lone_queries": self.n_lone_queries(),
+                "dim": dims[self.methods[0]] if len(set(dims.values())) == 1 else dims,
+                "similarity": self.similarity,
+                "source": ds.source,
+                **({"split": self.split} if self.split is not None else {}),
+            },
+            "methods": {m: self.method_summary(m) for m in self.results},
+        }
+
+
+def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = DEFAULT_KS,
+             n_recall: int = 11, interpolated: bool = False, n_bins: int = 200,
+             block_size: int = 4096, n_threads: int | None = None, split: str | None = None,
+             methods: list[str] | None = None, progress: Progress | None = None) -> Evaluation:
+    """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
+
+    Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
+    added to ``ks``). ``n_recall`` is the number N_P of recall grid points of the PR curves.
+    """
+    validate(ds, similarity)
+    if n_recall < 2:
+        raise InputError("settings", f"n_recall = {n_recall} gives no recall grid.", "use at least 2 points.")
+    ks = tuple(sorted({1, *(int(k) for k in ks)}))
+    if ks[0] < 1:
+        raise InputError("settings", f"k values must be positive, got {ks}.", "use e.g. --k 1,2,4,8.")
+    rows = np.arange(ds.n_items)
+    if split is not None:
+        if ds.split is None:
+            raise InputError(ds.source, f"split '{split}' asked for, but the data has no 'split' column.",
+                             "add a split column or leave out the split option.")
+        known = sorted(set(ds.split.tolist()))
+        if split not in known:
+            raise InputError(ds.source, f"unknown split '{split}'.", f"use one of {known}.")
+        rows = np.nonzero(ds.split == split)[0]
+    sub = ds if split is None else ds.subset(rows)
+    if split is not None:
+        validate(sub, similarity)
+    isq = isg = None
+    if sub.role is not None:
+        isq = np.isin(sub.role, ("query", "both"))
+        isg = np.isin(sub.role, ("gallery", "both"))
+    names = methods or ds.methods
+    unknown = [m for m in names if m not in ds.embeddings]
+    if unknown:
+        raise InputError(ds.source, f"unknown method(s) {unknown}.", f"use some of {ds.methods}.")
+    results = {}
+    for m in names:
+        stage_progress = None
+        if progress is not None:
+            def stage_progress(d: int, t: int, stage: str, _m: str = m) -> None:
+                progress(d, t, f"{_m}: {stage}")
+        results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
+                              similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
+                              n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress)
+    return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split)

@@ -1,0 +1,216 @@
+"""Per-query ranking metrics from the tie blocks of one query's ranking (SPEC section 3).
+
+Every function takes the blocks that contain at least one positive, in descending score order:
+
+* ``T[c]``: gallery items strictly ahead of block c (positives and negatives),
+* ``t[c]``: items in block c (a maximal run of equal scores),
+* ``r[c]``: positives in block c,
+
+and ``R = r.sum()``. Blocks without positives never contribute to these metrics except through
+``T`` of the blocks after them, so they need not be listed. All metrics are **expectations over
+the uniformly random order of tied items** (the order an unbiased tie-breaker would give), which
+makes them deterministic; ``ap_bounds`` gives the best and worst tie orders.
+
+These functions are compiled with numba and called by the engine for every query; the plain
+Python docstrings below are the definitions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def ap_bounds(T, t, r):
+    """Average precision under the best and the worst order of tied items.
+
+    ``AP+ = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+i)`` (positives first in each block),
+    ``AP- = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+t_c-r_c+i)`` (positives last).
+    Returns ``(AP-, AP+)``. Nicolaou et al. call their means mAP- and mAP+.
+    """
+    R = 0
+    for c in range(r.shape[0]):
+        R += r[c]
+    lo = 0.0
+    hi = 0.0
+    before = 0
+    for c in range(r.shape[0]):
+        for i in range(1, r[c] + 1):
+            hi += (before + i) / (T[c] + i)
+            lo += (before + i) / (T[c] + t[c] - r[c] + i)
+        before += r[c]
+    return lo / R, hi / R
+
+
+@njit(cache=True, nogil=True)
+def expected_ap(T, t, r, cutoff):
+    """Expected average precision over all tie orders (McSherry & Najork, ECIR 2008).
+
+    ``E[AP] = (1/R) sum_c sum_{j=1..t_c} (r_c/t_c) (R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)) / (T_{c-1}+j)``
+    with ``(r_c-1)/(t_c-1) = 0`` when ``t_c = 1``. Only ranks ``T_{c-1}+j <= cutoff`` are summed, so
+    ``cutoff = R`` gives the expected **MAP@R** (Musgrave et al. 2020: AP truncated at rank R and
+    divided by R) and a cutoff past the end gives the full-ranking expected AP.
+    Position j of block c holds a positive with probability r_c/t_c; given that, the expected
+    number of positives at or above it is ``R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)``.
+    """
+    R = 0
+    for c in range(r.shape[0]):
+        R += r[c]
+    total = 0.0
+    before = 0
+    for c in range(r.shape[0]):
+        if T[c] >= cutoff:
+            break
+        slope = (r[c] - 1.0) / (t[c] - 1.0) if t[c] > 1 else 0.0
+        share = r[c] / t[c]
+        jmax = min(t[c], cutoff - T[c])
+        acc = 0.0
+        for j in range(1, jmax + 1):
+            acc += (before + 1.0 + (j - 1) * slope) / (T[c] + j)
+        total += share * acc
+        before += r[c]
+    return total / R
+
+
+@njit(cache=True, nogil=True)
+def expected_precision_at(T, t, r, k):
+    """Expected precision at cutoff k: ``(1/k) sum_c r_c * clip(k - T_{c-1}, 0, t_c) / t_c``.
+
+    The divisor is always k (trec_eval's P@k), so when k > R the best value is R/k.
+    A tie block straddling the cutoff contributes the expected share of its positives inside it.
+    """
+    hits = 0.0
+    for c in range(r.shape[0]):
+        inside = k - T[c]
+        if inside <= 0:
+            break
+        if inside > t[c]:
+            inside = t[c]
+        hits += r[c] * inside / t[c]
+    return hits / k
+
+
+@njit(cache=True, nogil=True)
+def expected_hit_at(T, t, r, k):
+    """Expected Recall@K in the metric-learning sense: P(at least one positive in the top K).
+
+    Only the first block with a positive can decide it: 1 if the block ends within K, 0 if it
+    starts after K; if it straddles the cutoff with k' = K - T slots inside, one minus the
+    hypergeometric probability that none of its r positives is among those k' slots,
+    ``1 - C(t-r, k') / C(t, k')``.
+    """
+    if r.shape[0] == 0:
+        return 0.0
+    T0 = T[0]
+    if T0 >= k:
+        return 0.0
+    if T0 + t[0] <= k:
+        return 1.0
+    inside = k - T0
+    miss = 1.0
+    for i in range(inside):
+        miss *= (t[0] - r[0] - i) / (t[0] - i)
+        if miss == 0.0:
+            break
+    return 1.0 - miss
+
+
+@njit(cache=True, nogil=True)
+def _expected_inverse_rank(Tc, tc, rc, m):
+    """E[1/(Tc + J)] where J is the position, inside a block of tc items holding rc positives in
+    uniformly random order, of the m-th positive: P(J=j) = C(j-1,m-1) C(tc-j,rc-m) / C(tc,rc).
+
+    Computed by the ratio recurrence P(j+1)/P(j) = j/(j-m+1) * (tc-j-rc+m)/(tc-j), started at the
+    mode with weight 1 and normalised, so nothing underflows for large blocks.
+    """
+    if tc == rc:
+        return 1.0 / (Tc + m)
+    lo = m
+    hi = tc - rc + m
+    mode = int(np.floor(m * (tc + 1.0) / (rc + 1.0)))
+    if mode < lo:
+        mode = lo
+    if mode > hi:
+        mode = hi
+    wsum = 1.0
+    acc = 1.0 / (Tc + mode)
+    w = 1.0
+    for j in range(mode, hi):  # upward: w(j+1) from w(j)
+        w *= (j / (j - m + 1.0)) * ((tc - j - rc + m) / (tc - j))
+        if w < 1e-300:
+            break
+        wsum += w
+        acc += w / (Tc + j + 1)
+    w = 1.0
+    for j in range(mode - 1, lo - 1, -1):  # downward: w(j) = w(j+1) / ratio(j)
+        w /= (j / (j - m + 1.0)) * ((tc - j - rc + m) / (tc - j))
+        if w < 1e-300:
+            break
+        wsum += w
+        acc += w / (Tc + j)
+    return acc / wsum
+
+
+@njit(cache=True, nogil=True)
+def expected_reciprocal_rank(T, t, r):
+    """Expected reciprocal rank of the first positive, E[1/rank_1], over tie orders."""
+    if r.shape[0] == 0:
+        return 0.0
+    return _expected_inverse_rank(T[0], t[0], r[0], 1)
+
+
+@njit(cache=True, nogil=True)
+def expected_positive_precision(T, t, r, i):
+    """E[i / rank_i]: expected precision at the rank of the i-th positive (1-based), over tie
+    orders. These are the points (i/R, E[precision]) of the tie-aware precision-recall curve."""
+    before = 0
+    for c in range(r.shape[0]):
+        if i <= before + r[c]:
+            return i * _expected_inverse_rank(T[c], t[c], r[c], i - before)
+        before += r[c]
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def pr_curve(T, t, r, n_points, interpolated):
+    """Precision on the recall grid r_j = j/(n_points-1), j = 0..n_points-1 (Brughi et al.).
+
+    From the points (i/R, E[i/rank_i]), i = 1..R: precision is constant for r < 1/R and linearly
+    interpolated between points. With ``interpolated``, precision at r is instead the maximum
+    expected precision at recall >= r (trec_eval's iprec_at_recall on the expected points).
+    Linear interpolation commutes with expectation, so the plain curve is the expected curve.
+    """
+    R = 0
+    for c in range(r.shape[0]):
+        R += r[c]
+    out = np.empty(n_points, np.float64)
+    den = n_points - 1
+    if interpolated:
+        y = np.empty(R, np.float64)
+        for i in range(1, R + 1):
+            y[i - 1] = expected_positive_precision(T, t, r, i)
+        for i in range(R - 2, -1, -1):
+            if y[i + 1] > y[i]:
+                y[i] = y[i + 1]
+        for j in range(n_points):
+            need = (j * R + den - 1) // den  # ceil(r_j * R), exact in integers
+            out[j] = y[max(need, 1) - 1]
+        return out
+    last_i = -1
+    last_y = 0.0
+    for j in range(n_points):
+        num = j * R
+        i = num // den
+        rem = num - i * den
+        if i < 1:
+            i, rem = 1, 0
+        if i != last_i:
+            last_y = expected_positive_precision(T, t, r, i)
+            last_i = i
+        if rem == 0:
+            out[j] = last_y
+        else:
+            nxt = expected_positive_precision(T, t, r, i + 1)
+            out[j] = last_y + (rem / den) * (nxt - last_y)
+    return out

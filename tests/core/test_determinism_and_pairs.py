@@ -1,0 +1,110 @@
+"""Determinism (row order, block size, thread count) and the exact pair statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis_core import Dataset, evaluate
+from analysis_core.engine.core import TILE, run_pass
+
+from .oracle import score_matrix
+
+
+def _tied_data(rng, n, d, n_classes, zero_share, dup_share):
+    """Random vectors with exact duplicates, all-zero rows and coarse values (real ties)."""
+    X = np.round(rng.standard_normal((n, d)) * 2) / 2
+    n_dup = int(dup_share * n)
+    src = rng.integers(0, n, n_dup)
+    X[rng.integers(0, n, n_dup)] = X[src]
+    X[rng.random(n) < zero_share] = 0.0
+    return X.astype(np.float32), rng.integers(0, n_classes, n)
+
+
+def _keyed(res):
+    order = np.argsort(res.query_items)
+    return res.values[order], res.pr_curves[order]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), sim=st.sampled_from(["dot", "euclidean", "cosine"]),
+       block=st.sampled_from([1, 700, 5000]), threads=st.sampled_from([1, 2, 3]))
+def test_row_order_block_size_and_threads_change_nothing(seed, sim, block, threads):
+    rng = np.random.default_rng(seed)
+    n = 2 * TILE + int(rng.integers(1, TILE))  # several tiles, a ragged last one
+    X, y = _tied_data(rng, n, int(rng.integers(2, 12)), int(rng.integers(2, 40)),
+                      0.0 if sim == "cosine" else 0.1, 0.2)
+    if sim == "cosine":
+        X[~np.any(X != 0, axis=1)] = 1.0
+    base = run_pass(X, y, similarity=sim, n_threads=2, block_size=4096)
+    perm = rng.permutation(n)
+    other = run_pass(X[perm], y[perm], similarity=sim, n_threads=threads, block_size=block)
+    other_items = perm[other.query_items]  # map back to the original rows
+    o = np.argsort(other_items)
+    v0, c0 = _keyed(base)
+    np.testing.assert_array_equal(other.values[o], v0)  # bit-identical, NaN included
+    np.testing.assert_array_equal(other.pr_curves[o], c0)
+    np.testing.assert_array_equal(other.hist_pos, base.hist_pos)
+    np.testing.assert_array_equal(other.hist_neg, base.hist_neg)
+    assert other.sum_pos == base.sum_pos and other.sum_neg == base.sum_neg
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 90), c=st.integers(1, 8))
+def test_pair_counts_split_all_unordered_pairs_exactly(seed, n, c):
+    rng = np.random.default_rng(seed)
+    X, y = _tied_data(rng, n, 3, c, 0.1, 0.3)
+    res = run_pass(X, y, similarity="dot")
+    sizes = np.bincount(y)
+    n_pos = int(np.sum(sizes * (sizes - 1) // 2))
+    assert res.n_pos_pairs + res.n_neg_pairs == n * (n - 1) // 2
+    assert res.n_pos_pairs == n_pos
+
+
+@pytest.mark.parametrize("sim", ["cosine", "dot", "euclidean"])
+def test_mean_similarities_and_histograms_equal_brute_force(sim):
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((700, 12)).astype(np.float32)
+    y = rng.integers(0, 9, 700)
+    res = run_pass(X, y, similarity=sim, n_bins=50)
+    S = score_matrix(X, sim)
+    iu = np.triu_indices(700, 1)
+    same = (y[:, None] == y[None, :])[iu]
+    s = S[iu]
+    assert res.mean_pos_similarity == pytest.approx(s[same].mean(), abs=1e-6)
+    assert res.mean_neg_similarity == pytest.approx(s[~same].mean(), abs=1e-6)
+    edges = res.hist_edges
+    ref_pos = np.histogram(np.clip(s[same], edges[0], edges[-1]), bins=edges)[0]
+    ref_neg = np.histogram(np.clip(s[~same], edges[0], edges[-1]), bins=edges)[0]
+    # float32 vs float64 scores may fall on either side of a bin edge; allow a handful
+    assert np.abs(res.hist_pos - ref_pos).sum() <= 4
+    assert np.abs(res.hist_neg - ref_neg).sum() <= 8
+    assert res.hist_pos.sum() == ref_pos.sum() and res.hist_neg.sum() == ref_neg.sum()
+
+
+def test_query_gallery_roles_match_brute_force():
+    from .oracle import ranking_metrics
+
+    rng = np.random.default_rng(2)
+    n = 120
+    X = rng.standard_normal((n, 5)).astype(np.float32)
+    y = rng.integers(0, 4, n)
+    role = rng.choice(["query", "gallery", "both"], n)
+    ds = Dataset(labels=y, embeddings={"m": X}, role=role)
+    pq = evaluate(ds).per_query().set_index("query")
+    S = score_matrix(X, "cosine")
+    isq = np.isin(role, ["query", "both"])
+    isg = np.isin(role, ["gallery", "both"])
+    assert set(pq.index) == set(np.nonzero(isq)[0])  # gallery-only items are not queries
+    for i in np.nonzero(isq)[0]:
+        gal = np.nonzero(isg & (np.arange(n) != i))[0]
+        rel = y[gal] == y[i]
+        if not rel.any():
+            assert pq.loc[i, "n_positives"] == 0
+            continue
+        ref = ranking_metrics(rel[np.argsort(-S[i, gal])])
+        assert pq.loc[i, "n_positives"] == rel.sum()
+        assert pq.loc[i, "ap"] == pytest.approx(ref["ap"], abs=1e-9)
+        assert pq.loc[i, "recall_at_4"] == pytest.approx(ref["recall_at_4"], abs=1e-9)

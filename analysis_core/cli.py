@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from .export.tables import write_per_query
 from .io import SIMILARITIES, Dataset, load_files, validate
 
 
@@ -121,9 +122,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise InputError(str(out), f"cannot create the output folder ({exc.strerror}).",
                              "choose a writable --out folder.") from exc
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        pq = ev.per_query()
-        pq.to_csv(out / "per_query.csv", index=False)
-        pq.assign(label=pq["label"].astype(str)).to_parquet(out / "per_query.parquet", index=False)
+        write_per_query(ev.per_query(), out)
         print(f"wrote {out / 'summary.json'}, {out / 'per_query.csv'}, {out / 'per_query.parquet'}")
     else:
         print(json.dumps(summary, indent=2))

@@ -10,8 +10,8 @@ for a pair when the pair sits at another position of the call or when the thread
 2. similarities are computed in **fixed tiles** of ``TILE`` unique vectors, each by one
    single-threaded BLAS call; only tiles (I, J) with I <= J are computed and each unordered pair
    is taken from the upper triangle, so s(i, j) == s(j, i) by construction;
-3. parallelism is over tiles (threads), and everything accumulated across tiles is an integer
-   (rank counts, histogram counts, fixed-point sums).
+3. parallelism is over tiles (threads); what is accumulated across tiles is either an integer
+   (rank counts, histogram counts) or a per-tile float sum combined with ``math.fsum`` in tile order.
 
 Hence input row order, ``block_size`` and ``n_threads`` cannot change a single bit of the result.
 
@@ -206,10 +206,6 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     tiles = _Tiles(Xu, similarity)
     lo, hi = _score_range(Xu, similarity)
     inv_width = n_bins / (hi - lo)
-    max_items_tile = max(int(np.max(uptr[np.minimum(np.arange(1, tiles.count + 1) * TILE, Xu.shape[0])]
-                                    - uptr[np.arange(tiles.count) * TILE])), 1)
-    bound = max(abs(lo), abs(hi)) * 1.01 + 1e-300
-    scale = float(2.0 ** math.floor(62 - math.log2(bound * max_items_tile ** 2 + 1)))
 
     pos_pairs = _positive_tile_pairs(item_u, lab)
     all_pairs = [(i, j) for i in range(tiles.count) for j in range(i, tiles.count)]
@@ -266,21 +262,27 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         run_workers([[p] for p in pos_pairs], collect)
         uvals, ur, uoff = K.distinct_thresholds(thr, toff)
         del thr
+        qmin = np.full(n, np.inf, np.float32)  # lowest positive score of each item's query
+        has = uoff[1:] > uoff[:-1]
+        qmin[q_pos[has]] = uvals[uoff[:-1][has]]
+        first = uptr[:-1]
+        ufast = np.stack([np.where(np.diff(uptr) == 1, lab[first], -1), q_c[first], g_c[first], slot[first],
+                          qmin[first]], axis=1).astype(np.float64)
 
         # phase 2: rank negatives, bin pairs
         acc = [dict(gt=np.zeros(uvals.size, np.int64), eq=np.zeros(uvals.size, np.int64),
-                    hpos=np.zeros(n_bins, np.int64), hneg=np.zeros(n_bins, np.int64), spos=0, sneg=0)
+                    hist=np.zeros((2, 4, n_bins), np.int64))
                for _ in range(n_threads)]
+        tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
 
         def count(w: int, ij: tuple[int, int]) -> None:
             i, j = ij
             S = tiles(i, j)
             a = acc[w]
-            sums = np.zeros(2, np.int64)
-            K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, a["gt"], a["eq"],
-                         a["hpos"], a["hneg"], lo, inv_width, scale, sums, True, True, True)
-            a["spos"] += int(sums[0])
-            a["sneg"] += int(sums[1])
+            sums = np.zeros(2, np.float64)
+            K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ufast, a["gt"],
+                         a["eq"], a["hist"], lo, inv_width, sums, True, True, True)
+            tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
             tick("pairs")
 
         rows_per_task = max(1, block_size // TILE)
@@ -292,10 +294,11 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
 
     gt = sum(a["gt"] for a in acc)
     eq = sum(a["eq"] for a in acc)
-    hpos = sum(a["hpos"] for a in acc)
-    hneg = sum(a["hneg"] for a in acc)
-    spos = sum(a["spos"] for a in acc)
-    sneg = sum(a["sneg"] for a in acc)
+    hist = sum(a["hist"] for a in acc).sum(axis=1)
+    hneg, hpos = hist[0], hist[1]
+    # tile sums combined exactly (fsum), in canonical tile order: independent of scheduling
+    spos = math.fsum(tile_sums[k][0] for k in sorted(tile_sums))
+    sneg = math.fsum(tile_sums[k][1] for k in sorted(tile_sums))
 
     columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
     values = np.empty((q_pos.size, len(columns)), np.float64)
@@ -306,6 +309,6 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     return PassResult(
         query_items=items[q_pos], values=values, columns=columns, pr_curves=curves,
         recall_grid=np.arange(n_recall) / (n_recall - 1), hist_edges=np.linspace(lo, hi, n_bins + 1),
-        hist_pos=hpos, hist_neg=hneg, sum_pos=spos / scale, sum_neg=sneg / scale,
+        hist_pos=hpos, hist_neg=hneg, sum_pos=spos, sum_neg=sneg,
         ks=tuple(int(k) for k in ks_arr), n_unique_vectors=int(Xu.shape[0]),
     )

@@ -9,7 +9,8 @@ Layout shared by all kernels (built by :mod:`analysis_core.engine.core`):
 * per query slot ``s``: its distinct positive scores ``uvals[uoff[s]:uoff[s+1]]`` ascending, with
   multiplicities ``ur``; ``gt``/``eq`` count the negatives above / equal to each of them.
 
-Every count is an integer, so results do not depend on how tiles are spread over threads.
+Every count is an integer and every float sum is per tile (fixed order), so results do not depend
+on how tiles are spread over threads.
 """
 
 from __future__ import annotations
@@ -76,8 +77,6 @@ def distinct_thresholds(thr, toff):
 def _bump(s, x, uoff, uvals, gt, eq):
     o0 = uoff[s]
     o1 = uoff[s + 1]
-    if o1 == o0 or x < uvals[o0]:
-        return
     lo = o0
     hi = o1
     while lo < hi:
@@ -93,52 +92,91 @@ def _bump(s, x, uoff, uvals, gt, eq):
 
 
 @njit(cache=True, nogil=True)
-def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, gt, eq,
-               hpos, hneg, lo, inv_width, scale, sums, rows_in, cols_in, count_pairs):
+def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ufast, gt, eq,
+               hist, lo, inv_width, sums, rows_in, cols_in, count_pairs):
     """Phase 2: for tile S (unique rows a0.., columns b0..), rank every negative against its
     query's positive scores (both directions of the pair), and bin every counted pair.
 
-    ``rows_in``/``cols_in`` say whether the queries of the tile's rows/columns are being
-    evaluated in this pass; ``count_pairs`` whether this tile's pairs go to the histograms.
-    ``sums`` receives the pair scores in fixed point (integer, hence order-free).
+    ``qmin[p]`` is the lowest positive score of item p's query (+inf if none), a one-load
+    rejection of the many negatives that rank below every positive. ``rows_in``/``cols_in`` say
+    whether the queries of the tile's rows/columns are evaluated in this pass; ``count_pairs``
+    whether this tile's pairs go to the histograms. ``sums`` receives this tile's sums of
+    positive and negative pair scores (float64, summed in the tile's fixed order).
+    ``ufast`` holds, per unique vector with exactly one item, that item's (label, query?,
+    gallery?, slot, qmin) as float64 columns (label -1 marks a vector shared by several items),
+    so the common case reads one contiguous row instead of chasing ``uptr``.
     """
     na, nb = S.shape
-    nbins = hpos.shape[0]
-    spos = 0
-    sneg = 0
+    # hist[same, lane, bin]: 4 interleaved lanes so that consecutive pairs landing in the same
+    # bin do not wait on each other's increments
+    nbins = hist.shape[2]
+    spos = 0.0
+    sneg = 0.0
     for a in range(na):
         ua = a0 + a
         pa0 = uptr[ua]
         pa1 = uptr[ua + 1]
+        single_a = pa1 - pa0 == 1
+        # row item (fast path: one item per unique vector)
+        la = lab[pa0]
+        qa = isq[pa0]
+        ga = isg[pa0]
+        sa = slot[pa0]
+        ma = qmin[pa0]
         for b in range(a if diag else 0, nb):
             ub = b0 + b
             x = S[a, b]
+            lb = ufast[ub, 0]
+            if single_a and lb >= 0 and ua != ub:
+                qp = qa and ufast[ub, 2] > 0
+                pq = ufast[ub, 1] > 0 and ga
+                if not (qp or pq):
+                    continue
+                k = int((x - lo) * inv_width)
+                if k < 0:
+                    k = 0
+                elif k >= nbins:
+                    k = nbins - 1
+                if la == lb:
+                    if count_pairs:
+                        hist[1, b & 3, k] += 1
+                        spos += x
+                else:
+                    if count_pairs:
+                        hist[0, b & 3, k] += 1
+                        sneg += x
+                    if qp and rows_in and x >= ma:
+                        _bump(sa, x, uoff, uvals, gt, eq)
+                    if pq and cols_in and x >= ufast[ub, 4]:
+                        _bump(np.int64(ufast[ub, 3]), x, uoff, uvals, gt, eq)
+                continue
+            pb0 = uptr[ub]
+            pb1 = uptr[ub + 1]
             k = int((x - lo) * inv_width)
             if k < 0:
                 k = 0
             elif k >= nbins:
                 k = nbins - 1
-            fx = np.int64(np.round(x * scale))
             for p in range(pa0, pa1):
-                for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
+                for q in range(p + 1 if ua == ub else pb0, pb1):
                     qp = isq[p] and isg[q]
                     pq = isq[q] and isg[p]
                     if not (qp or pq):
                         continue
                     if lab[p] == lab[q]:
                         if count_pairs:
-                            hpos[k] += 1
-                            spos += fx
+                            hist[1, 0, k] += 1
+                            spos += x
                     else:
                         if count_pairs:
-                            hneg[k] += 1
-                            sneg += fx
-                        if qp and rows_in:
+                            hist[0, 0, k] += 1
+                            sneg += x
+                        if qp and rows_in and x >= qmin[p]:
                             _bump(slot[p], x, uoff, uvals, gt, eq)
-                        if pq and cols_in:
+                        if pq and cols_in and x >= qmin[q]:
                             _bump(slot[q], x, uoff, uvals, gt, eq)
-    sums[0] += spos
-    sums[1] += sneg
+    sums[0] = spos
+    sums[1] = sneg
 
 
 @njit(cache=True, nogil=True)

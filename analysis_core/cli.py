@@ -94,7 +94,7 @@ def _describe(ds: Dataset) -> str:
         v = getattr(ds, col)
         if v is not None:
             u, c = np.unique(v, return_counts=True)
-            lines.append(f"  {col}: " + ", ".join(f"{a}={b}" for a, b in zip(u, c)))
+            lines.append(f"  {col}: " + ", ".join(f"{a}={b}" for a, b in zip(u, c, strict=False)))
     if ds.confidence is not None:
         lines.append("  confidence: present")
     return "\n".join(lines)
@@ -122,7 +122,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise InputError(str(out), f"cannot create the output folder ({exc.strerror}).",
                              "choose a writable --out folder.") from exc
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        write_per_query(ev.per_query(), out)
+        write_per_query(ev.per_query_columns(), out)
         print(f"wrote {out / 'summary.json'}, {out / 'per_query.csv'}, {out / 'per_query.parquet'}")
     else:
         print(json.dumps(summary, indent=2))

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .engine.core import PassResult, Progress, run_pass
 from .errors import InputError
@@ -46,30 +45,34 @@ class Evaluation:
         r = next(iter(self.results.values()))
         return int(np.sum(r.values[:, 0] == 0))
 
-    def per_query(self, method: str | None = None) -> pd.DataFrame:
-        """One row per (method, query): ``query`` is the item's row index in the input."""
-        frames = []
+    def per_query_columns(self, method: str | None = None) -> dict[str, np.ndarray]:
+        """Per-query table as ordered columns (one row per (method, query), sorted by method
+        then ``query`` = the item's row index in the input). Lone queries have NaN metrics and
+        the reason in ``excluded``."""
+        parts: list[dict[str, np.ndarray]] = []
         ds = self.dataset
         for m, r in self.results.items():
             if method is not None and m != method:
                 continue
-            rows = self.rows[r.query_items]
-            df = pd.DataFrame(r.values, columns=list(r.columns))
-            df.insert(0, "method", m)
-            df.insert(1, "query", rows)
-            df.insert(2, "label", ds.labels[rows])
-            if ds.split is not None:
-                df.insert(3, "split", ds.split[rows])
-            if ds.ids is not None:
-                df.insert(3, "id", ds.ids[rows])
-            if ds.confidence is not None:
-                df["confidence"] = ds.confidence[rows]
-            df["n_positives"] = df["n_positives"].astype(np.int64)
-            df["precision_at_1"] = df["precision_at_1"]
-            lone = df["n_positives"] == 0
-            df["excluded"] = np.where(lone, LONE_REASON, "")
-            frames.append(df.sort_values("query", kind="stable").reset_index(drop=True))
-        return pd.concat(frames, ignore_index=True)
+            order = np.argsort(r.query_items, kind="stable")
+            rows = self.rows[r.query_items[order]]
+            cols: dict[str, np.ndarray] = {"method": np.full(rows.size, m, dtype=object), "query": rows,
+                                           "label": ds.labels[rows]}
+            for name, a in (("id", ds.ids), ("split", ds.split), ("confidence", ds.confidence)):
+                if a is not None:
+                    cols[name] = a[rows]
+            vals = r.values[order]
+            for i, c in enumerate(r.columns):
+                cols[c] = vals[:, i].astype(np.int64) if c == "n_positives" else vals[:, i]
+            cols["excluded"] = np.where(cols["n_positives"] == 0, LONE_REASON, "").astype(object)
+            parts.append(cols)
+        return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+    def per_query(self, method: str | None = None):
+        """:meth:`per_query_columns` as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.per_query_columns(method))
 
     def pr_curves(self, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input row of each non-lone query, recall grid, curves) for one method."""

@@ -24,11 +24,14 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OPTIONAL_COLUMNS = ("split", "confidence", "role", "id")
 ROLES = ("query", "gallery", "both")
@@ -75,7 +78,8 @@ class Dataset:
     def subset(self, rows: np.ndarray) -> Dataset:
         """The dataset restricted to ``rows`` (indices or boolean mask), in that order."""
         rows = np.asarray(rows)
-        take = (lambda a: None if a is None else a[rows])
+        def take(a):
+            return (None if a is None else a[rows])
         return Dataset(
             labels=self.labels[rows],
             embeddings={m: e[rows] for m, e in self.embeddings.items()},
@@ -313,15 +317,20 @@ def _read_labels_file(data: bytes, source: str) -> np.ndarray:
 
 
 def _read_csv(data: bytes, source: str) -> pd.DataFrame:
+    import pandas as pd
+
     if not data.strip():
         raise _bad(source, "the file is empty.", "check the upload or the path.")
     try:
         return pd.read_csv(io.BytesIO(data))
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise _bad(source, f"not a readable CSV ({exc}).", "save it as comma-separated text with a header row.") from exc
+        raise _bad(source, f"not a readable CSV ({exc}).",
+                   "save it as comma-separated text with a header row.") from exc
 
 
 def _read_parquet(data: bytes, source: str) -> pd.DataFrame:
+    import pandas as pd
+
     if not data:
         raise _bad(source, "the file is empty.", "check the upload or the path.")
     try:
@@ -347,6 +356,8 @@ def _parse_list_cell(v, row: int, source: str) -> np.ndarray:
 
 
 def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: str | None) -> tuple[dict, dict]:
+    import pandas as pd
+
     if df.shape[0] == 0:
         raise _bad(source, "the table has no rows.", "provide at least two items.")
     df.columns = [str(c) for c in df.columns]

@@ -216,11 +216,10 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     def tick(stage: str) -> None:
         with lock:
             done[0] += 1
-            d = done[0]
-        if progress is not None:
-            progress(d, total, stage)
 
-    def run_workers(tasks: list[list[tuple[int, int]]], work: Callable) -> None:
+    def run_workers(tasks: list[list[tuple[int, int]]], work: Callable, stage: str) -> None:
+        """Run tasks on n_threads workers; progress is reported from the caller's thread only
+        (UI toolkits such as Streamlit refuse updates from other threads)."""
         q: queue.Queue = queue.Queue()
         for t in tasks:
             q.put(t)
@@ -241,8 +240,13 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(n_threads)]
         for th in threads:
             th.start()
+        reported = -1
         for th in threads:
-            th.join()
+            while th.is_alive():
+                th.join(timeout=0.1)
+                if progress is not None and done[0] != reported:
+                    reported = done[0]
+                    progress(reported, total, stage)
         if errors:
             raise errors[0]
 
@@ -259,15 +263,21 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
                 K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff, fill, thr)
             tick("positives")
 
-        run_workers([[p] for p in pos_pairs], collect)
+        run_workers([[p] for p in pos_pairs], collect, "positives")
         uvals, ur, uoff = K.distinct_thresholds(thr, toff)
-        del thr
         qmin = np.full(n, np.inf, np.float32)  # lowest positive score of each item's query
         has = uoff[1:] > uoff[:-1]
         qmin[q_pos[has]] = uvals[uoff[:-1][has]]
         first = uptr[:-1]
-        ufast = np.stack([np.where(np.diff(uptr) == 1, lab[first], -1), q_c[first], g_c[first], slot[first],
-                          qmin[first]], axis=1).astype(np.float64)
+        ulab = np.where(np.diff(uptr) == 1, lab[first], -1)
+        uq = q_c[first].astype(np.uint8)
+        ug = g_c[first].astype(np.uint8)
+        uslot = slot[first]
+        uqmin = qmin[first]
+        loo = bool(q_c.all() and g_c.all())
+        shared = ulab < 0  # tiles with a vector shared by several items take the general kernel
+        tile_shared = [bool(shared[tiles.bounds(t)[0]:tiles.bounds(t)[1]].any()) for t in range(tiles.count)]
+        cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
 
         # phase 2: rank negatives, bin pairs
         acc = [dict(gt=np.zeros(uvals.size, np.int64), eq=np.zeros(uvals.size, np.int64),
@@ -280,8 +290,12 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
             S = tiles(i, j)
             a = acc[w]
             sums = np.zeros(2, np.float64)
-            K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ufast, a["gt"],
-                         a["eq"], a["hist"], lo, inv_width, sums, True, True, True)
+            if loo and not tile_shared[i] and not tile_shared[j]:
+                K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, a["gt"], a["eq"],
+                                 a["hist"], lo, inv_width, sums, cand_buf[w])
+            else:
+                K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab, uq, ug,
+                             uslot, uqmin, a["gt"], a["eq"], a["hist"], lo, inv_width, sums, True, True, True)
             tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
             tick("pairs")
 
@@ -290,7 +304,7 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         for i0 in range(0, tiles.count, rows_per_task):
             tasks.append([(i, j) for i in range(i0, min(i0 + rows_per_task, tiles.count))
                           for j in range(i, tiles.count)])
-        run_workers(tasks, count)
+        run_workers(tasks, count, "pairs")
 
     gt = sum(a["gt"] for a in acc)
     eq = sum(a["eq"] for a in acc)

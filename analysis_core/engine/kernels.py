@@ -91,90 +91,160 @@ def _bump(s, x, uoff, uvals, gt, eq):
         gt[lo - 1] += 1
 
 
+@njit(cache=True, nogil=True, fastmath=True)
+def _row_sums(row, b_start, la, qa, ga, b0, ulab, uq, ug):
+    """Sums of the row's valid positive and negative pair scores (fast-path columns only).
+    fastmath lets LLVM vectorise the reduction; the order is fixed by the compiled code and the
+    canonical tile shape, so the result is still reproducible bit for bit."""
+    spos = 0.0
+    sneg = 0.0
+    for b in range(b_start, row.shape[0]):
+        ub = b0 + b
+        lb = ulab[ub]
+        ok = ((qa & ug[ub]) | (uq[ub] & ga)) != 0 and lb >= 0
+        x = np.float64(row[b])
+        spos += x if (ok and lb == la) else 0.0
+        sneg += x if (ok and lb != la) else 0.0
+    return spos, sneg
+
+
 @njit(cache=True, nogil=True)
-def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ufast, gt, eq,
-               hist, lo, inv_width, sums, rows_in, cols_in, count_pairs):
+def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
+                rows_in, cols_in, count_pairs, sums):
+    """Slow path for unique vectors shared by several items (exact duplicates)."""
+    for p in range(uptr[ua], uptr[ua + 1]):
+        for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
+            qp = isq[p] and isg[q]
+            pq = isq[q] and isg[p]
+            if not (qp or pq):
+                continue
+            if lab[p] == lab[q]:
+                if count_pairs:
+                    hist[1, 0, k] += 1
+                    sums[0] += x
+            else:
+                if count_pairs:
+                    hist[0, 0, k] += 1
+                    sums[1] += x
+                if qp and rows_in and x >= qmin[p]:
+                    _bump(slot[p], x, uoff, uvals, gt, eq)
+                if pq and cols_in and x >= qmin[q]:
+                    _bump(slot[q], x, uoff, uvals, gt, eq)
+
+
+@njit(cache=True, nogil=True)
+def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ulab, uq, ug, uslot, uqmin,
+               gt, eq, hist, lo, inv_width, sums, rows_in, cols_in, count_pairs):
     """Phase 2: for tile S (unique rows a0.., columns b0..), rank every negative against its
     query's positive scores (both directions of the pair), and bin every counted pair.
 
-    ``qmin[p]`` is the lowest positive score of item p's query (+inf if none), a one-load
-    rejection of the many negatives that rank below every positive. ``rows_in``/``cols_in`` say
-    whether the queries of the tile's rows/columns are evaluated in this pass; ``count_pairs``
-    whether this tile's pairs go to the histograms. ``sums`` receives this tile's sums of
-    positive and negative pair scores (float64, summed in the tile's fixed order).
-    ``ufast`` holds, per unique vector with exactly one item, that item's (label, query?,
-    gallery?, slot, qmin) as float64 columns (label -1 marks a vector shared by several items),
-    so the common case reads one contiguous row instead of chasing ``uptr``.
+    Per unique vector u with exactly one item, ``ulab[u]`` (-1 if several items share u),
+    ``uq``/``ug`` (query/gallery flags), ``uslot`` and ``uqmin`` (lowest positive score of its
+    query, +inf if none) describe that item, so the common case reads small contiguous arrays;
+    shared vectors go through ``_pair_items``. ``hist[same, lane, bin]`` has 4 interleaved lanes
+    so consecutive pairs in the same bin do not wait on each other's increments.
+    ``rows_in``/``cols_in``: whether the queries of the tile's rows/columns are evaluated in this
+    pass; ``count_pairs``: whether the tile's pairs go to the histograms and ``sums``.
     """
     na, nb = S.shape
-    # hist[same, lane, bin]: 4 interleaved lanes so that consecutive pairs landing in the same
-    # bin do not wait on each other's increments
-    nbins = hist.shape[2]
-    spos = 0.0
-    sneg = 0.0
+    top = hist.shape[2] - 1
+    shared_cols = np.nonzero(ulab[b0:b0 + nb] < 0)[0]
+    cand = np.empty(nb, np.int64)
     for a in range(na):
         ua = a0 + a
-        pa0 = uptr[ua]
-        pa1 = uptr[ua + 1]
-        single_a = pa1 - pa0 == 1
-        # row item (fast path: one item per unique vector)
-        la = lab[pa0]
-        qa = isq[pa0]
-        ga = isg[pa0]
-        sa = slot[pa0]
-        ma = qmin[pa0]
-        for b in range(a if diag else 0, nb):
+        la = ulab[ua]
+        row = S[a]
+        if la < 0:  # the row's vector is shared by several items: every element the slow way
+            for b in range(a if diag else 0, nb):
+                x = row[b]
+                k = min(max(int((x - lo) * inv_width), 0), top)
+                _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
+                            rows_in, cols_in, count_pairs, sums)
+            continue
+        qa = uq[ua]
+        ga = ug[ua]
+        ma = uqmin[ua] if rows_in else np.inf
+        b_start = a + 1 if diag else 0  # a diagonal element is the item itself
+        if count_pairs:
+            sp, sn = _row_sums(row, b_start, la, qa, ga, b0, ulab, uq, ug)
+            sums[0] += sp
+            sums[1] += sn
+        # hot loop: no calls; the rare negatives that reach a positive's score are buffered
+        nc = 0
+        for b in range(b_start, nb):
             ub = b0 + b
-            x = S[a, b]
-            lb = ufast[ub, 0]
-            if single_a and lb >= 0 and ua != ub:
-                qp = qa and ufast[ub, 2] > 0
-                pq = ufast[ub, 1] > 0 and ga
-                if not (qp or pq):
-                    continue
-                k = int((x - lo) * inv_width)
-                if k < 0:
-                    k = 0
-                elif k >= nbins:
-                    k = nbins - 1
-                if la == lb:
-                    if count_pairs:
-                        hist[1, b & 3, k] += 1
-                        spos += x
-                else:
-                    if count_pairs:
-                        hist[0, b & 3, k] += 1
-                        sneg += x
-                    if qp and rows_in and x >= ma:
-                        _bump(sa, x, uoff, uvals, gt, eq)
-                    if pq and cols_in and x >= ufast[ub, 4]:
-                        _bump(np.int64(ufast[ub, 3]), x, uoff, uvals, gt, eq)
+            lb = ulab[ub]
+            if lb < 0:
                 continue
-            pb0 = uptr[ub]
-            pb1 = uptr[ub + 1]
-            k = int((x - lo) * inv_width)
-            if k < 0:
-                k = 0
-            elif k >= nbins:
-                k = nbins - 1
-            for p in range(pa0, pa1):
-                for q in range(p + 1 if ua == ub else pb0, pb1):
-                    qp = isq[p] and isg[q]
-                    pq = isq[q] and isg[p]
-                    if not (qp or pq):
-                        continue
-                    if lab[p] == lab[q]:
-                        if count_pairs:
-                            hist[1, 0, k] += 1
-                            spos += x
-                    else:
-                        if count_pairs:
-                            hist[0, 0, k] += 1
-                            sneg += x
-                        if qp and rows_in and x >= qmin[p]:
-                            _bump(slot[p], x, uoff, uvals, gt, eq)
-                        if pq and cols_in and x >= qmin[q]:
-                            _bump(slot[q], x, uoff, uvals, gt, eq)
+            x = row[b]
+            valid = (qa & ug[ub]) | (uq[ub] & ga)
+            same = la == lb
+            if count_pairs:
+                k = min(max(int((x - lo) * inv_width), 0), top)
+                hist[np.int64(same), b & 3, k] += valid
+            if (not same) and valid and (x >= ma or (cols_in and x >= uqmin[ub])):
+                cand[nc] = b
+                nc += 1
+        for c in range(nc):
+            b = cand[c]
+            ub = b0 + b
+            x = row[b]
+            if x >= ma and qa and ug[ub]:
+                _bump(uslot[ua], x, uoff, uvals, gt, eq)
+            if cols_in and x >= uqmin[ub] and uq[ub] and ga:
+                _bump(uslot[ub], x, uoff, uvals, gt, eq)
+        for c in range(shared_cols.shape[0]):
+            b = shared_cols[c]
+            if b < b_start:
+                continue
+            x = row[b]
+            k = min(max(int((x - lo) * inv_width), 0), top)
+            _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
+                        rows_in, cols_in, count_pairs, sums)
+
+
+@njit(cache=True, nogil=True)
+def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums, cand):
+    """Phase 2 for the common tile: leave-one-out and one item per unique vector in both the
+    tile's rows and columns. Same results as :func:`count_tile`, about three times faster: the hot
+    loop only bins the pair and flags the rare negatives that reach a positive's score
+    (``cand``, a per-worker buffer of at least ``S.size`` rows), which are ranked afterwards."""
+    na, nb = S.shape
+    top = hist.shape[2] - 1
+    spos = 0.0
+    sneg = 0.0
+    nc = 0
+    for a in range(na):
+        ua = a0 + a
+        la = ulab[ua]
+        ma = uqmin[ua]
+        row = S[a]
+        sp = 0.0
+        sn = 0.0
+        for b in range(a + 1 if diag else 0, nb):
+            x = row[b]
+            ub = b0 + b
+            k = min(max(int((x - lo) * inv_width), 0), top)
+            if la == ulab[ub]:
+                hist[1, b & 3, k] += 1
+                sp += x
+            else:
+                hist[0, b & 3, k] += 1
+                sn += x
+                if x >= ma or x >= uqmin[ub]:
+                    cand[nc, 0] = a
+                    cand[nc, 1] = b
+                    nc += 1
+        spos += sp
+        sneg += sn
+    for c in range(nc):
+        a = cand[c, 0]
+        b = cand[c, 1]
+        x = S[a, b]
+        if x >= uqmin[a0 + a]:
+            _bump(uslot[a0 + a], x, uoff, uvals, gt, eq)
+        if x >= uqmin[b0 + b]:
+            _bump(uslot[b0 + b], x, uoff, uvals, gt, eq)
     sums[0] = spos
     sums[1] = sneg
 

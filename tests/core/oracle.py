@@ -65,7 +65,7 @@ def enumerate_tie_orders(scores: np.ndarray, rel: np.ndarray, ks=(1, 2, 4, 8)) -
     aps = []
     for combo in itertools.product(*choices):
         seq = []
-        for (t, _), pos in zip(blocks, combo):
+        for (t, _), pos in zip(blocks, combo, strict=False):
             b = np.zeros(t, bool)
             b[list(pos)] = True
             seq.append(b)

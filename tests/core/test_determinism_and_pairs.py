@@ -15,7 +15,7 @@ from .oracle import score_matrix
 
 def _tied_data(rng, n, d, n_classes, zero_share, dup_share):
     """Random vectors with exact duplicates, all-zero rows and coarse values (real ties)."""
-    X = np.round(rng.standard_normal((n, d)) * 2) / 2
+    X = np.round(rng.standard_normal((n, d)) * 2) / 2 if dup_share else rng.standard_normal((n, d))
     n_dup = int(dup_share * n)
     src = rng.integers(0, n, n_dup)
     X[rng.integers(0, n, n_dup)] = X[src]
@@ -30,12 +30,14 @@ def _keyed(res):
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), sim=st.sampled_from(["dot", "euclidean", "cosine"]),
-       block=st.sampled_from([1, 700, 5000]), threads=st.sampled_from([1, 2, 3]))
-def test_row_order_block_size_and_threads_change_nothing(seed, sim, block, threads):
+       block=st.sampled_from([1, 700, 5000]), threads=st.sampled_from([1, 2, 3]),
+       dup_share=st.sampled_from([0.0, 0.2]))
+def test_row_order_block_size_and_threads_change_nothing(seed, sim, block, threads, dup_share):
+    # dup_share = 0 runs the fast kernel for single-item tiles, 0.2 the general one
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))  # several tiles, a ragged last one
     X, y = _tied_data(rng, n, int(rng.integers(2, 12)), int(rng.integers(2, 40)),
-                      0.0 if sim == "cosine" else 0.1, 0.2)
+                      0.0 if sim == "cosine" or dup_share == 0 else 0.1, dup_share)
     if sim == "cosine":
         X[~np.any(X != 0, axis=1)] = 1.0
     base = run_pass(X, y, similarity=sim, n_threads=2, block_size=4096)

@@ -22,7 +22,7 @@ METRICS = ["ap", "map_at_r", "r_precision", "rr"] + [f"precision_at_{k}" for k i
 
 def _by_query(res):
     cols = list(res.columns)
-    return {int(q): dict(zip(cols, v)) for q, v in zip(res.query_items, res.values)}
+    return {int(q): dict(zip(cols, v, strict=False)) for q, v in zip(res.query_items, res.values, strict=False)}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,7 +108,7 @@ def test_recall_grid_pr_curve_equals_direct_computation():
     n_p = 11
     res = run_pass(X, y, n_recall=n_p)
     S = score_matrix(X, "cosine")
-    curves = {int(q): c for q, c in zip(res.query_items, res.pr_curves)}
+    curves = {int(q): c for q, c in zip(res.query_items, res.pr_curves, strict=False)}
     grid = np.linspace(0, 1, n_p)
     for i, scores, rel in leave_one_out_rows(S, y):
         ranks = np.nonzero(rel[np.argsort(-scores)])[0] + 1

@@ -164,11 +164,73 @@ def _positive_tile_pairs(item_u: np.ndarray, codes_c: np.ndarray) -> list[tuple[
     return sorted(pairs)
 
 
+def _chunks(tile_entries: np.ndarray, max_entries: int) -> list[tuple[int, int]]:
+    """Consecutive tile-row ranges whose queries' positive lists fit in ``max_entries``."""
+    out = []
+    c0 = 0
+    acc = 0
+    for t, e in enumerate(tile_entries.tolist()):
+        if t > c0 and acc + e > max_entries:
+            out.append((c0, t))
+            c0, acc = t, 0
+        acc += e
+    out.append((c0, len(tile_entries)))
+    return out
+
+
+class _Workers:
+    """Runs lists of tile tasks on ``n`` threads; progress is reported from the caller's thread
+    only (UI toolkits such as Streamlit refuse updates from other threads)."""
+
+    def __init__(self, n: int, total: int, progress: Progress | None) -> None:
+        self.n = n
+        self.total = total
+        self.progress = progress
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def tick(self) -> None:
+        with self.lock:
+            self.done += 1
+
+    def run(self, tasks: list[list[tuple[int, int]]], work: Callable, stage: str) -> None:
+        q: queue.Queue = queue.Queue()
+        for t in tasks:
+            q.put(t)
+        errors: list[BaseException] = []
+
+        def loop(w: int) -> None:
+            try:
+                while True:
+                    try:
+                        task = q.get_nowait()
+                    except queue.Empty:
+                        return
+                    for ij in task:
+                        work(w, ij)
+                        self.tick()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(self.n)]
+        for th in threads:
+            th.start()
+        reported = -1
+        for th in threads:
+            while th.is_alive():
+                th.join(timeout=0.1)
+                if self.progress is not None and self.done != reported:
+                    reported = self.done
+                    self.progress(reported, self.total, stage)
+        if errors:
+            raise errors[0]
+
+
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
              is_gallery: np.ndarray | None = None, similarity: str = "cosine",
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
              n_bins: int = 200, block_size: int = 4096, n_threads: int | None = None,
-             progress: Progress | None = None) -> PassResult:
+             memory_mb: int = 1024, progress: Progress | None = None) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -177,7 +239,11 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     is_query, is_gallery : boolean masks (default: every item is both = leave-one-out).
     block_size : rows of tiles handed to a worker at a time (scheduling only; results do not
         depend on it). n_threads : worker threads (default: all cores).
-    progress : called as ``progress(done, total, stage)``.
+    memory_mb : budget for the queries' positive-score lists (about 16 + 16 x n_threads bytes per
+        query-positive pair). Data with few, large classes exceeds it; the queries are then
+        evaluated in chunks, computing the tiles shared by two chunks twice. Results do not
+        depend on it.
+    progress : called as ``progress(done, total, stage)`` from the calling thread.
     """
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
@@ -193,136 +259,113 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     lab = codes[items]
     q_c = isq[items]
     g_c = isg[items]
-    # R of each query = same-class gallery items other than itself
-    n_classes = int(codes.max()) + 1 if n else 0
-    gal_per_class = np.bincount(lab[g_c], minlength=n_classes)
-    slot = np.full(n, -1, np.int64)
-    slot[q_c] = np.arange(int(q_c.sum()))
     q_pos = np.nonzero(q_c)[0]
+    # R of each query = same-class gallery items other than itself
+    gal_per_class = np.bincount(lab[g_c], minlength=int(codes.max()) + 1 if n else 0)
     R = gal_per_class[lab[q_pos]] - g_c[q_pos].astype(np.int64)
-    toff = np.zeros(q_pos.size + 1, np.int64)
-    np.cumsum(R, out=toff[1:])
 
     tiles = _Tiles(Xu, similarity)
     lo, hi = _score_range(Xu, similarity)
     inv_width = n_bins / (hi - lo)
+    first = uptr[:-1]
+    ulab = np.where(np.diff(uptr) == 1, lab[first], -1)  # -1: vector shared by several items
+    uq = q_c[first].astype(np.uint8)
+    ug = g_c[first].astype(np.uint8)
+    loo = bool(q_c.all() and g_c.all())
+    tile_shared = [bool((ulab[slice(*tiles.bounds(t))] < 0).any()) for t in range(tiles.count)]
 
+    q_tile = item_u[q_pos] // TILE
+    max_entries = max(1, memory_mb * 2**20 // (16 + 16 * n_threads))
+    chunks = _chunks(np.bincount(q_tile, weights=R, minlength=tiles.count), max_entries)
     pos_pairs = _positive_tile_pairs(item_u, lab)
-    all_pairs = [(i, j) for i in range(tiles.count) for j in range(i, tiles.count)]
-    total = len(pos_pairs) + len(all_pairs)
-    done = [0]
-    lock = threading.Lock()
-
-    def tick(stage: str) -> None:
-        with lock:
-            done[0] += 1
-
-    def run_workers(tasks: list[list[tuple[int, int]]], work: Callable, stage: str) -> None:
-        """Run tasks on n_threads workers; progress is reported from the caller's thread only
-        (UI toolkits such as Streamlit refuse updates from other threads)."""
-        q: queue.Queue = queue.Queue()
-        for t in tasks:
-            q.put(t)
-        errors: list[BaseException] = []
-
-        def loop(w: int) -> None:
-            try:
-                while True:
-                    try:
-                        task = q.get_nowait()
-                    except queue.Empty:
-                        return
-                    for ij in task:
-                        work(w, ij)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(n_threads)]
-        for th in threads:
-            th.start()
-        reported = -1
-        for th in threads:
-            while th.is_alive():
-                th.join(timeout=0.1)
-                if progress is not None and done[0] != reported:
-                    reported = done[0]
-                    progress(reported, total, stage)
-        if errors:
-            raise errors[0]
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        # phase 1: positive scores of every query
-        thr = np.empty(int(toff[-1]), np.float32)
-        fill = np.zeros(q_pos.size, np.int64)
-        fill_lock = threading.Lock()
-
-        def collect(w: int, ij: tuple[int, int]) -> None:
-            i, j = ij
-            S = tiles(i, j)
-            with fill_lock:
-                K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff, fill, thr)
-            tick("positives")
-
-        run_workers([[p] for p in pos_pairs], collect, "positives")
-        uvals, ur, uoff = K.distinct_thresholds(thr, toff)
-        qmin = np.full(n, np.inf, np.float32)  # lowest positive score of each item's query
-        has = uoff[1:] > uoff[:-1]
-        qmin[q_pos[has]] = uvals[uoff[:-1][has]]
-        first = uptr[:-1]
-        ulab = np.where(np.diff(uptr) == 1, lab[first], -1)
-        uq = q_c[first].astype(np.uint8)
-        ug = g_c[first].astype(np.uint8)
-        uslot = slot[first]
-        uqmin = qmin[first]
-        loo = bool(q_c.all() and g_c.all())
-        shared = ulab < 0  # tiles with a vector shared by several items take the general kernel
-        tile_shared = [bool(shared[tiles.bounds(t)[0]:tiles.bounds(t)[1]].any()) for t in range(tiles.count)]
-        cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
-
-        # phase 2: rank negatives, bin pairs
-        acc = [dict(gt=np.zeros(uvals.size, np.int64), eq=np.zeros(uvals.size, np.int64),
-                    hist=np.zeros((2, 4, n_bins), np.int64))
-               for _ in range(n_threads)]
-        tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
-
-        def count(w: int, ij: tuple[int, int]) -> None:
-            i, j = ij
-            S = tiles(i, j)
-            a = acc[w]
-            sums = np.zeros(2, np.float64)
-            if loo and not tile_shared[i] and not tile_shared[j]:
-                K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, a["gt"], a["eq"],
-                                 a["hist"], lo, inv_width, sums, cand_buf[w])
-            else:
-                K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab, uq, ug,
-                             uslot, uqmin, a["gt"], a["eq"], a["hist"], lo, inv_width, sums, True, True, True)
-            tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
-            tick("pairs")
-
-        rows_per_task = max(1, block_size // TILE)
-        tasks = []
-        for i0 in range(0, tiles.count, rows_per_task):
-            tasks.append([(i, j) for i in range(i0, min(i0 + rows_per_task, tiles.count))
-                          for j in range(i, tiles.count)])
-        run_workers(tasks, count, "pairs")
-
-    gt = sum(a["gt"] for a in acc)
-    eq = sum(a["eq"] for a in acc)
-    hist = sum(a["hist"] for a in acc).sum(axis=1)
-    hneg, hpos = hist[0], hist[1]
-    # tile sums combined exactly (fsum), in canonical tile order: independent of scheduling
-    spos = math.fsum(tile_sums[k][0] for k in sorted(tile_sums))
-    sneg = math.fsum(tile_sums[k][1] for k in sorted(tile_sums))
+    in_c = [(lambda t, c0=c0, c1=c1: c0 <= t < c1) for c0, c1 in chunks]
+    plan = [([p for p in pos_pairs if f(p[0]) or f(p[1])],
+             [(i, j) for i in range(tiles.count) for j in range(i, tiles.count) if f(i) or f(j)]) for f in in_c]
+    workers = _Workers(n_threads, sum(len(a) + len(b) for a, b in plan), progress)
 
     columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
     values = np.empty((q_pos.size, len(columns)), np.float64)
     curves = np.empty((q_pos.size, n_recall), np.float64)
-    K.query_metrics(uoff, uvals, ur, gt, eq, ks_arr, n_recall, interpolated, values, curves)
+    hist = np.zeros((2, 4, n_bins), np.int64)
+    tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
+    cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        for (c0, c1), (pos_tiles, pair_tiles) in zip(chunks, plan, strict=True):
+            chunk_q = np.nonzero((q_tile >= c0) & (q_tile < c1))[0]  # indices into q_pos
+            slot = np.full(n, -1, np.int64)
+            slot[q_pos[chunk_q]] = np.arange(chunk_q.size)
+            toff = np.zeros(chunk_q.size + 1, np.int64)
+            np.cumsum(R[chunk_q], out=toff[1:])
+
+            # phase 1: the chunk's queries' positive scores
+            thr = np.empty(int(toff[-1]), np.float32)
+            fill = np.zeros(chunk_q.size, np.int64)
+            fill_lock = threading.Lock()
+
+            def collect(w: int, ij: tuple[int, int], slot=slot, toff=toff, fill=fill, thr=thr,
+                        fill_lock=fill_lock) -> None:
+                i, j = ij
+                S = tiles(i, j)
+                with fill_lock:
+                    K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff,
+                                              fill, thr)
+
+            workers.run([[p] for p in pos_tiles], collect, "positives")
+            uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+            del thr
+            # lowest positive score of each item's query; +inf outside the chunk: never ranked
+            qmin = np.full(n, np.inf, np.float32)
+            has = uoff[1:] > uoff[:-1]
+            qmin[q_pos[chunk_q[has]]] = uvals[uoff[:-1][has]]
+            uslot = slot[first]
+            uqmin = qmin[first]
+
+            # phase 2: rank negatives against them; bin each pair once (in its row tile's chunk)
+            acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64), np.zeros_like(hist))
+                   for _ in range(n_threads)]
+
+            def count(w: int, ij: tuple[int, int], c0=c0, c1=c1, slot=slot, uoff=uoff, uvals=uvals, qmin=qmin,
+                      uslot=uslot, uqmin=uqmin, acc=acc) -> None:
+                i, j = ij
+                S = tiles(i, j)
+                gt, eq, h = acc[w]
+                pairs = c0 <= i < c1
+                sums = np.zeros(2, np.float64)
+                if loo and not tile_shared[i] and not tile_shared[j]:
+                    K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
+                                     inv_width, sums, cand_buf[w], pairs)
+                else:
+                    K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab,
+                                 uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs)
+                if pairs:
+                    tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
+
+            rows_per_task = max(1, block_size // TILE)
+            tasks: dict[int, list[tuple[int, int]]] = {}
+            for i, j in pair_tiles:
+                tasks.setdefault(i // rows_per_task, []).append((i, j))
+            workers.run(list(tasks.values()), count, "pairs")
+
+            # phase 3: the chunk's per-query metrics
+            gt = sum(a[0] for a in acc)
+            eq = sum(a[1] for a in acc)
+            hist += sum(a[2] for a in acc)
+            v = np.empty((chunk_q.size, len(columns)), np.float64)
+            c = np.empty((chunk_q.size, n_recall), np.float64)
+            K.query_metrics(uoff, uvals, ur, gt, eq, ks_arr, n_recall, interpolated, v, c)
+            values[chunk_q] = v
+            curves[chunk_q] = c
+
+    h = hist.sum(axis=1)
+    # tile sums combined exactly (fsum), in canonical tile order: independent of scheduling
+    keys = sorted(tile_sums)
     if progress is not None:
-        progress(total, total, "metrics")
+        progress(workers.total, workers.total, "metrics")
     return PassResult(
         query_items=items[q_pos], values=values, columns=columns, pr_curves=curves,
         recall_grid=np.arange(n_recall) / (n_recall - 1), hist_edges=np.linspace(lo, hi, n_bins + 1),
-        hist_pos=hpos, hist_neg=hneg, sum_pos=spos, sum_neg=sneg,
-        ks=tuple(int(k) for k in ks_arr), n_unique_vectors=int(Xu.shape[0]),
+        hist_pos=h[1], hist_neg=h[0], sum_pos=math.fsum(tile_sums[k][0] for k in keys),
+        sum_neg=math.fsum(tile_sums[k][1] for k in keys), ks=tuple(int(k) for k in ks_arr),
+        n_unique_vectors=int(Xu.shape[0]),
     )

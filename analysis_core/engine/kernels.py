@@ -30,7 +30,8 @@ from ..metrics.tie_blocks import (
 
 @njit(cache=True, nogil=True)
 def collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff, fill, thr):
-    """Phase 1: write every (query, positive) score of tile S into the query's threshold list."""
+    """Phase 1: write every (query, positive) score of tile S into the query's threshold list
+    (queries with ``slot >= 0``: those of the chunk being evaluated)."""
     na, nb = S.shape
     for a in range(na):
         ua = a0 + a
@@ -41,11 +42,11 @@ def collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff, fi
                 for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
                     if lab[p] != lab[q]:
                         continue
-                    if isq[p] and isg[q]:
+                    if isq[p] and isg[q] and slot[p] >= 0:
                         s = slot[p]
                         thr[toff[s] + fill[s]] = x
                         fill[s] += 1
-                    if isq[q] and isg[p]:
+                    if isq[q] and isg[p] and slot[q] >= 0:
                         s = slot[q]
                         thr[toff[s] + fill[s]] = x
                         fill[s] += 1
@@ -109,8 +110,7 @@ def _row_sums(row, b_start, la, qa, ga, b0, ulab, uq, ug):
 
 
 @njit(cache=True, nogil=True)
-def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
-                rows_in, cols_in, count_pairs, sums):
+def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist, count_pairs, sums):
     """Slow path for unique vectors shared by several items (exact duplicates)."""
     for p in range(uptr[ua], uptr[ua + 1]):
         for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
@@ -126,15 +126,15 @@ def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, 
                 if count_pairs:
                     hist[0, 0, k] += 1
                     sums[1] += x
-                if qp and rows_in and x >= qmin[p]:
+                if qp and x >= qmin[p]:
                     _bump(slot[p], x, uoff, uvals, gt, eq)
-                if pq and cols_in and x >= qmin[q]:
+                if pq and x >= qmin[q]:
                     _bump(slot[q], x, uoff, uvals, gt, eq)
 
 
 @njit(cache=True, nogil=True)
 def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ulab, uq, ug, uslot, uqmin,
-               gt, eq, hist, lo, inv_width, sums, rows_in, cols_in, count_pairs):
+               gt, eq, hist, lo, inv_width, sums, count_pairs):
     """Phase 2: for tile S (unique rows a0.., columns b0..), rank every negative against its
     query's positive scores (both directions of the pair), and bin every counted pair.
 
@@ -143,8 +143,8 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
     query, +inf if none) describe that item, so the common case reads small contiguous arrays;
     shared vectors go through ``_pair_items``. ``hist[same, lane, bin]`` has 4 interleaved lanes
     so consecutive pairs in the same bin do not wait on each other's increments.
-    ``rows_in``/``cols_in``: whether the queries of the tile's rows/columns are evaluated in this
-    pass; ``count_pairs``: whether the tile's pairs go to the histograms and ``sums``.
+    Queries outside the chunk being evaluated have ``qmin = +inf`` and are never ranked;
+    ``count_pairs``: whether the tile's pairs go to the histograms and ``sums``.
     """
     na, nb = S.shape
     top = hist.shape[2] - 1
@@ -159,11 +159,11 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
                 x = row[b]
                 k = min(max(int((x - lo) * inv_width), 0), top)
                 _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
-                            rows_in, cols_in, count_pairs, sums)
+                            count_pairs, sums)
             continue
         qa = uq[ua]
         ga = ug[ua]
-        ma = uqmin[ua] if rows_in else np.inf
+        ma = uqmin[ua]
         b_start = a + 1 if diag else 0  # a diagonal element is the item itself
         if count_pairs:
             sp, sn = _row_sums(row, b_start, la, qa, ga, b0, ulab, uq, ug)
@@ -182,7 +182,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             if count_pairs:
                 k = min(max(int((x - lo) * inv_width), 0), top)
                 hist[np.int64(same), b & 3, k] += valid
-            if (not same) and valid and (x >= ma or (cols_in and x >= uqmin[ub])):
+            if (not same) and valid and (x >= ma or x >= uqmin[ub]):
                 cand[nc] = b
                 nc += 1
         for c in range(nc):
@@ -191,7 +191,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             x = row[b]
             if x >= ma and qa and ug[ub]:
                 _bump(uslot[ua], x, uoff, uvals, gt, eq)
-            if cols_in and x >= uqmin[ub] and uq[ub] and ga:
+            if x >= uqmin[ub] and uq[ub] and ga:
                 _bump(uslot[ub], x, uoff, uvals, gt, eq)
         for c in range(shared_cols.shape[0]):
             b = shared_cols[c]
@@ -200,11 +200,12 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             x = row[b]
             k = min(max(int((x - lo) * inv_width), 0), top)
             _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
-                        rows_in, cols_in, count_pairs, sums)
+                        count_pairs, sums)
 
 
 @njit(cache=True, nogil=True)
-def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums, cand):
+def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums, cand,
+                   count_pairs):
     """Phase 2 for the common tile: leave-one-out and one item per unique vector in both the
     tile's rows and columns. Same results as :func:`count_tile`, about three times faster: the hot
     loop only bins the pair and flags the rare negatives that reach a positive's score
@@ -224,13 +225,14 @@ def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, his
         for b in range(a + 1 if diag else 0, nb):
             x = row[b]
             ub = b0 + b
-            k = min(max(int((x - lo) * inv_width), 0), top)
             if la == ulab[ub]:
-                hist[1, b & 3, k] += 1
-                sp += x
+                if count_pairs:
+                    hist[1, b & 3, min(max(int((x - lo) * inv_width), 0), top)] += 1
+                    sp += x
             else:
-                hist[0, b & 3, k] += 1
-                sn += x
+                if count_pairs:
+                    hist[0, b & 3, min(max(int((x - lo) * inv_width), 0), top)] += 1
+                    sn += x
                 if x >= ma or x >= uqmin[ub]:
                     cand[nc, 0] = a
                     cand[nc, 1] = b

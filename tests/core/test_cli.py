@@ -74,7 +74,8 @@ def test_csv_numeric_columns_and_list_column(tmp_path):
     y = rng.integers(0, 3, 30)
     df = pd.DataFrame({"label": y, "f0": X[:, 0], "f1": X[:, 1], "f2": X[:, 2]})
     df.to_csv(tmp_path / "cols.csv", index=False)
-    pd.DataFrame({"label": y, "embedding": [json.dumps(v.tolist()) for v in X]}).to_csv(tmp_path / "lst.csv", index=False)
+    lists = [json.dumps(v.tolist()) for v in X]
+    pd.DataFrame({"label": y, "embedding": lists}).to_csv(tmp_path / "lst.csv", index=False)
     a = evaluate(load_files([tmp_path / "cols.csv"])).summary()["methods"]["cols"]["map"]
     b = evaluate(load_files([tmp_path / "lst.csv"])).summary()["methods"]["lst"]["map"]
     assert a == b

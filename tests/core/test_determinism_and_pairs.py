@@ -31,8 +31,9 @@ def _keyed(res):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), sim=st.sampled_from(["dot", "euclidean", "cosine"]),
        block=st.sampled_from([1, 700, 5000]), threads=st.sampled_from([1, 2, 3]),
-       dup_share=st.sampled_from([0.0, 0.2]))
-def test_row_order_block_size_and_threads_change_nothing(seed, sim, block, threads, dup_share):
+       dup_share=st.sampled_from([0.0, 0.2]), memory_mb=st.sampled_from([1024, 0]))
+def test_row_order_block_size_threads_and_memory_budget_change_nothing(seed, sim, block, threads, dup_share,
+                                                                        memory_mb):
     # dup_share = 0 runs the fast kernel for single-item tiles, 0.2 the general one
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))  # several tiles, a ragged last one
@@ -42,7 +43,8 @@ def test_row_order_block_size_and_threads_change_nothing(seed, sim, block, threa
         X[~np.any(X != 0, axis=1)] = 1.0
     base = run_pass(X, y, similarity=sim, n_threads=2, block_size=4096)
     perm = rng.permutation(n)
-    other = run_pass(X[perm], y[perm], similarity=sim, n_threads=threads, block_size=block)
+    # memory_mb = 0 evaluates the queries in chunks of one tile row each (tiles computed twice)
+    other = run_pass(X[perm], y[perm], similarity=sim, n_threads=threads, block_size=block, memory_mb=memory_mb)
     other_items = perm[other.query_items]  # map back to the original rows
     o = np.argsort(other_items)
     v0, c0 = _keyed(base)
@@ -110,3 +112,20 @@ def test_query_gallery_roles_match_brute_force():
         assert pq.loc[i, "n_positives"] == rel.sum()
         assert pq.loc[i, "ap"] == pytest.approx(ref["ap"], abs=1e-9)
         assert pq.loc[i, "recall_at_4"] == pytest.approx(ref["recall_at_4"], abs=1e-9)
+
+
+def test_chunked_evaluation_with_roles_is_bit_identical():
+    rng = np.random.default_rng(9)
+    n = 2 * TILE + 300
+    X = rng.standard_normal((n, 6)).astype(np.float32)
+    X[rng.integers(0, n, 80)] = X[rng.integers(0, n, 80)]
+    y = rng.integers(0, 5, n)  # few, large classes: the case chunking exists for
+    isq = rng.random(n) < 0.6
+    isg = ~isq | (rng.random(n) < 0.5)
+    whole = run_pass(X, y, is_query=isq, is_gallery=isg)
+    chunked = run_pass(X, y, is_query=isq, is_gallery=isg, memory_mb=0)
+    np.testing.assert_array_equal(chunked.query_items, whole.query_items)
+    np.testing.assert_array_equal(chunked.values, whole.values)
+    np.testing.assert_array_equal(chunked.hist_pos, whole.hist_pos)
+    np.testing.assert_array_equal(chunked.hist_neg, whole.hist_neg)
+    assert (chunked.sum_pos, chunked.sum_neg) == (whole.sum_pos, whole.sum_neg)

@@ -139,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_args(e)
     e.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k, e.g. 1,2,4,8")
     e.add_argument("--out", help="output folder (default: print the summary)")
-    e.add_argument("--block-size", type=_positive, default=4096, help="rows per work unit (memory/scheduling)")
+    e.add_argument("--block-size", type=_positive, default=512,
+                   help="rows per work unit (scheduling only: results do not depend on it)")
     e.add_argument("--threads", type=_positive, default=None, help="worker threads (default: all cores)")
     e.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR curves")
     e.add_argument("--split", help="evaluate within this split only")

@@ -126,7 +126,7 @@ class Evaluation:
 
 def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = DEFAULT_KS,
              n_recall: int = 11, interpolated: bool = False, n_bins: int = 200,
-             block_size: int = 4096, n_threads: int | None = None, split: str | None = None,
+             block_size: int = 512, n_threads: int | None = None, split: str | None = None,
              methods: list[str] | None = None, progress: Progress | None = None) -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 

@@ -49,7 +49,8 @@ PML = r"""
 import sys, numpy as np, torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 d = np.load(sys.argv[1]); X = torch.from_numpy(d["embeddings"].astype(np.float32)); y = torch.from_numpy(d["labels"])
-calc = AccuracyCalculator(include=("mean_average_precision_at_r", "r_precision", "precision_at_1"), k="max_bin_count", device=torch.device("cpu"))
+calc = AccuracyCalculator(include=("mean_average_precision_at_r", "r_precision", "precision_at_1"),
+                          k="max_bin_count", device=torch.device("cpu"))
 acc = calc.get_accuracy(X, y, X, y, ref_includes_query=True)
 print(acc)
 """

@@ -35,6 +35,7 @@ from threadpoolctl import threadpool_limits
 from . import kernels as K
 
 TILE = 512  # fixed: part of the definition of the computed scores (see module docstring)
+KEEP_TILES_MB = 256  # phase-1 tiles kept for phase 2 instead of being recomputed
 Progress = Callable[[int, int, str], None]
 
 #: columns of the per-query output array, in order (before the P@k / Recall@k columns)
@@ -229,7 +230,7 @@ class _Workers:
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
              is_gallery: np.ndarray | None = None, similarity: str = "cosine",
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
-             n_bins: int = 200, block_size: int = 4096, n_threads: int | None = None,
+             n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
              memory_mb: int = 1024, progress: Progress | None = None) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
@@ -303,13 +304,18 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
             fill = np.zeros(chunk_q.size, np.int64)
             fill_lock = threading.Lock()
 
+            kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
+            keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
+
             def collect(w: int, ij: tuple[int, int], slot=slot, toff=toff, fill=fill, thr=thr,
-                        fill_lock=fill_lock) -> None:
+                        fill_lock=fill_lock, kept=kept, keep_max=keep_max) -> None:
                 i, j = ij
                 S = tiles(i, j)
                 with fill_lock:
                     K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff,
                                               fill, thr)
+                    if len(kept) < keep_max:
+                        kept[ij] = S
 
             workers.run([[p] for p in pos_tiles], collect, "positives")
             uvals, ur, uoff = K.distinct_thresholds(thr, toff)
@@ -326,9 +332,11 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
                    for _ in range(n_threads)]
 
             def count(w: int, ij: tuple[int, int], c0=c0, c1=c1, slot=slot, uoff=uoff, uvals=uvals, qmin=qmin,
-                      uslot=uslot, uqmin=uqmin, acc=acc) -> None:
+                      uslot=uslot, uqmin=uqmin, acc=acc, kept=kept) -> None:
                 i, j = ij
-                S = tiles(i, j)
+                S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
+                if S is None:
+                    S = tiles(i, j)
                 gt, eq, h = acc[w]
                 pairs = c0 <= i < c1
                 sums = np.zeros(2, np.float64)

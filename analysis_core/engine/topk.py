@@ -1,0 +1,58 @@
+"""Exact top-k neighbours with faiss, for computations that need only the first k of a ranking
+(a query's drill-down, grouped Recall@K within small groups).
+
+faiss orders tied scores arbitrarily, so this is not a substitute for the tie-aware metrics of
+:mod:`analysis_core.engine.core`; callers that score a top-k list must handle ties themselves
+(:func:`top_k` returns the scores for that).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import _prepare_vectors
+
+
+def top_k(X: np.ndarray, k: int, *, similarity: str = "cosine", queries: np.ndarray | None = None,
+          exclude_self: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The k best gallery items for each query, best first.
+
+    Parameters
+    ----------
+    X : (N, d) gallery embeddings (also the queries unless ``queries`` is given).
+    queries : row indices of X used as queries (default: all rows).
+    exclude_self : leave each query itself out of its own list (leave-one-out).
+
+    Returns
+    -------
+    scores : (n_queries, k) similarity (``-distance`` for euclidean), descending.
+    indices : (n_queries, k) row indices into X; -1 where fewer than k items exist.
+
+    Examples
+    --------
+    >>> s, i = top_k(np.eye(3, dtype=np.float32) + 0.1, 1)
+    >>> i.ravel().tolist()
+    [1, 0, 0]
+    """
+    import faiss
+
+    Xf = _prepare_vectors(X, similarity)
+    q = np.arange(Xf.shape[0]) if queries is None else np.asarray(queries)
+    kk = min(k + int(exclude_self), Xf.shape[0])
+    index = faiss.IndexFlatL2(Xf.shape[1]) if similarity == "euclidean" else faiss.IndexFlatIP(Xf.shape[1])
+    index.add(Xf)
+    D, nn = index.search(np.ascontiguousarray(Xf[q]), kk)
+    if similarity == "euclidean":
+        D = -np.sqrt(np.maximum(D, 0.0))
+    if exclude_self:
+        keep = nn != q[:, None]
+        # drop the query itself (or, if it was not returned because of ties, the last column)
+        drop_last = keep.all(axis=1)
+        keep[drop_last, -1] = False
+        D = D[keep].reshape(len(q), kk - 1)
+        nn = nn[keep].reshape(len(q), kk - 1)
+    out_s = np.full((len(q), k), -np.inf, np.float32)
+    out_i = np.full((len(q), k), -1, np.int64)
+    out_s[:, :D.shape[1]] = D[:, :k]
+    out_i[:, :nn.shape[1]] = nn[:, :k]
+    return out_s, out_i

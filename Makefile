@@ -18,14 +18,19 @@ $(STAMP): pyproject.toml | $(VPY)
 
 setup: $(STAMP)
 
-# Debian's chromium (kaleido exports, browser tests) and fonts, when missing and running as root.
+# Debian's chromium (kaleido exports, browser tests), fonts, and pdflatex with booktabs (the LaTeX
+# tables are compiled in the tests), when missing and running as root.
 system-deps:
-	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi liberation; then \
-	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >/dev/null) \
-	      || echo "warning: could not install chromium/fonts-liberation; browser tests will be skipped"; \
-	  else echo "note: chromium or fonts-liberation missing and not root; browser tests will be skipped"; fi; \
-	fi
+	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  missing=""; \
+	  [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	  fc-list 2>/dev/null | grep -qi liberation || missing="$$missing fonts-liberation"; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+	    || echo "warning: could not install$$missing; browser tests and figure export tests are skipped"; fi; \
+	  if ! command -v pdflatex >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends texlive-latex-base texlive-latex-recommended >/dev/null \
+	    || echo "warning: could not install texlive; LaTeX tables are checked structurally only"; fi; \
+	else echo "note: not root: chromium, fonts-liberation and texlive must already be installed, else those tests skip"; fi
 
 run: $(STAMP)
 	$(VPY) -m streamlit run dashboard/app.py --server.address 127.0.0.1

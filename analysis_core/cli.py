@@ -129,6 +129,47 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    from .export.figures import FORMATS
+
+    fmts = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    bad = [f for f in fmts if f not in FORMATS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown format(s) {bad}; use some of {','.join(FORMATS)} (or none)")
+    return fmts
+
+
+def _alpha(text: str) -> float:
+    try:
+        a = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--alpha takes a number in (0, 1), got '{text}'") from None
+    if not 0 < a < 1:
+        raise argparse.ArgumentTypeError(f"--alpha takes a number in (0, 1), got '{text}'")
+    return a
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .evaluation import evaluate
+    from .export.figures import FigureStyle
+    from .report import build_report, write_report
+
+    ds = _load(args)
+    ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, split=args.split,
+                  progress=None if args.quiet else _progress_printer())
+    rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed)
+    out = Path(args.out)
+    try:
+        written = write_report(ev, rep, out, args.format, FigureStyle.preset(args.style))
+    except OSError as exc:
+        raise InputError(str(out), f"cannot write the report ({exc.strerror or exc}).",
+                         "choose a writable --out folder.") from exc
+    for w in rep.warnings:
+        sys.stderr.write(f"warning: {w}\n")
+    print(f"wrote {len(written)} files to {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m analysis_core", description="Tie-aware evaluation of embedding retrieval.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -146,6 +187,23 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", help="evaluate within this split only")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
+    r = sub.add_parser("report", help="everything for a paper: summary, tables (CSV + LaTeX), figures")
+    _add_input_args(r)
+    r.add_argument("--out", required=True, help="output folder")
+    r.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k")
+    r.add_argument("--format", type=_formats, default=("pdf",), help="figure formats: pdf,svg,png (comma-separated)")
+    r.add_argument("--style", choices=("single", "double"), default="double",
+                   help="figure size preset: single (3.5 in) or double (7.2 in) column")
+    r.add_argument("--alpha", type=_alpha, default=0.05, help="significance level / 1 - confidence")
+    r.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR bands")
+    r.add_argument("--band", choices=("t", "bootstrap"), default="t",
+                   help="PR band: pointwise t interval, or bootstrap simultaneous band")
+    r.add_argument("--per-class", type=_positive, default=None,
+                   help="statistics on a balanced subsample of this many queries per class (seeded)")
+    r.add_argument("--seed", type=int, default=0, help="seed for subsampling, bootstrap and permutations")
+    r.add_argument("--split", help="evaluate within this split only")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=cmd_report)
     return p
 
 

@@ -1,0 +1,1 @@
+"""Plotly figure builders (no UI imports): data in, ``go.Figure`` out."""

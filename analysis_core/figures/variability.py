@@ -1,0 +1,112 @@
+"""Plotly figure builders for the variability statistics: data in, ``go.Figure`` out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..stats.bands import ALL
+from ..stats.variability import PostHocResult
+from .style import PALETTE, base_layout, rgba
+
+
+def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
+                    split: str = ALL, title: str | None = None) -> go.Figure:
+    """Mean precision-recall curves with their confidence bands, one colour per (method, class)."""
+    b = bands
+    if "split" in b.columns:
+        b = b[b["split"] == split]
+    methods = methods or list(dict.fromkeys(b["method"]))
+    classes = classes or [ALL]
+    fig = go.Figure()
+    i = 0
+    for m in methods:
+        for c in classes:
+            part = b[(b["method"] == m) & (b["class"] == c)].sort_values("recall")
+            if part.empty:
+                continue
+            col = PALETTE[i % len(PALETTE)]
+            i += 1
+            name = m if len(classes) == 1 else (c if len(methods) == 1 else f"{m} · {c}")
+            fig.add_trace(go.Scatter(x=np.r_[part["recall"], part["recall"][::-1]],
+                                     y=np.r_[part["high"], part["low"][::-1]], fill="toself", fillcolor=rgba(col, 0.18),
+                                     line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name))
+            fig.add_trace(go.Scatter(x=part["recall"], y=part["mean"], mode="lines+markers", name=name,
+                                     line=dict(color=col, width=2), marker=dict(size=4), legendgroup=name,
+                                     customdata=np.c_[part["low"], part["high"], part["n"]],
+                                     hovertemplate="recall %{x:.2f}<br>precision %{y:.3f}"
+                                                   "<br>band [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
+                                                   "<br>n = %{customdata[2]}<extra>" + name + "</extra>"))
+    fig.update_layout(**base_layout(title or "Precision-recall: mean and pointwise confidence band"))
+    fig.update_xaxes(title="recall", range=[0, 1])
+    fig.update_yaxes(title="precision", range=[0, 1.02])
+    return fig
+
+
+def ap_by_class_figure(ap: pd.DataFrame, title: str | None = None, max_classes: int = 60) -> go.Figure:
+    """Per-query AP by class (box plus points), one colour per method. With more than
+    ``max_classes`` classes, the ``max_classes`` with the lowest mean AP are shown."""
+    df = ap.assign(label=ap["label"].astype(str))
+    order = df.groupby("label")["ap"].mean().sort_values()
+    shown = order.index[:max_classes].tolist()
+    df = df[df["label"].isin(shown)]
+    fig = go.Figure()
+    for i, (m, part) in enumerate(df.groupby("method", sort=False)):
+        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=str(m), marker_color=PALETTE[i % len(PALETTE)],
+                             boxpoints="all", jitter=0.4, pointpos=0, marker=dict(size=3, opacity=0.5),
+                             line=dict(width=1.2)))
+    sub = f" ({len(shown)} of {len(order)} classes, lowest mean AP)" if len(order) > len(shown) else ""
+    fig.update_layout(**base_layout(title or f"Average precision by query class{sub}"), boxmode="group")
+    fig.update_xaxes(title="class", categoryorder="array", categoryarray=shown, type="category")
+    fig.update_yaxes(title="AP", range=[-0.02, 1.02])
+    return fig
+
+
+def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
+    """Simultaneous intervals (Tukey) per group: groups whose intervals do not overlap differ
+    significantly at the family-wise level alpha. For Games-Howell, the pairwise differences."""
+    fig = go.Figure()
+    if posthoc.intervals is not None:
+        iv = posthoc.intervals.sort_values("mean")
+        fig.add_trace(go.Scatter(x=iv["mean"], y=iv["group"], mode="markers",
+                                 error_x=dict(type="data", symmetric=False, array=iv["high"] - iv["mean"],
+                                              arrayminus=iv["mean"] - iv["low"], thickness=1.5, width=4),
+                                 marker=dict(color=PALETTE[0], size=7), name="mean AP",
+                                 hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+        fig.update_xaxes(title=f"mean AP with {100 * (1 - posthoc.alpha):g}% simultaneous interval (Tukey HSD)")
+        fig.update_yaxes(type="category")
+        default = "Tukey HSD: disjoint intervals differ significantly"
+    else:
+        t = posthoc.table.assign(pair=posthoc.table["group2"] + " − " + posthoc.table["group1"])
+        fig.add_trace(go.Scatter(x=t["meandiff"], y=t["pair"], mode="markers",
+                                 error_x=dict(type="data", symmetric=False, array=t["upper"] - t["meandiff"],
+                                              arrayminus=t["meandiff"] - t["lower"]),
+                                 marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=7)))
+        fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+        fig.update_xaxes(title=f"difference in mean AP, {100 * (1 - posthoc.alpha):g}% interval ({posthoc.method})")
+        fig.update_yaxes(type="category")
+        default = f"{posthoc.method}: intervals excluding 0 differ significantly"
+    rows = len(fig.data[0].y)
+    fig.update_layout(**base_layout(title or default), showlegend=False, height=max(360, 22 * rows + 140),
+                      meta={"rows": rows})
+    fig.update_yaxes(dtick=1)
+    return fig
+
+
+def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
+    t = paired.assign(pair=paired["method_a"] + " − " + paired["method_b"])
+    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (perm., Holm) = {p:.3g}"
+             for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_permutation_holm"], strict=True)]
+    fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
+                               error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],
+                                            arrayminus=t["mean_diff"] - t["ci_low"]),
+                               marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=8),
+                               hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>"))
+    fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+    fig.update_layout(**base_layout(title or "Paired per-query AP differences"), showlegend=False,
+                      meta={"rows": len(t)})
+    fig.update_xaxes(title="mean AP difference (a − b) with interval")
+    fig.update_yaxes(type="category")
+    return fig

@@ -1,0 +1,217 @@
+"""Variability statistics against outside oracles (scipy, direct computation) and planted
+effects."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis_core import Dataset, evaluate
+from analysis_core.stats.bands import band, pr_bands
+from analysis_core.stats.variability import (
+    ap_frame,
+    balanced_subsample,
+    games_howell,
+    mixed_model,
+    one_way,
+    paired_tests,
+    tukey_hsd,
+)
+
+from .oracle import leave_one_out_rows, score_matrix
+
+
+def _groups_frame(rng, means, sds, sizes):
+    rows = []
+    for g, (m, s, n) in enumerate(zip(means, sds, sizes, strict=True)):
+        rows += [dict(method="m", query=len(rows) + i, label=f"c{g}", ap=v) for i, v in enumerate(rng.normal(m, s, n))]
+    return pd.DataFrame(rows)
+
+
+def _samples(df):
+    return [g["ap"].to_numpy() for _, g in df.groupby("label", sort=True)]
+
+
+def test_pr_band_equals_direct_computation_from_sorted_rankings():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((90, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 90)
+    ev = evaluate(Dataset(labels=y, embeddings={"m": X}), n_recall=11)
+    bands = pr_bands(ev, alpha=0.05)
+    S = score_matrix(X, "cosine")
+    grid = np.linspace(0, 1, 11)
+    curves, labels = [], []
+    for i, scores, rel in leave_one_out_rows(S, y):
+        ranks = np.nonzero(rel[np.argsort(-scores)])[0] + 1
+        R = ranks.size
+        curves.append(np.interp(grid, np.arange(1, R + 1) / R, np.arange(1, R + 1) / ranks))
+        labels.append(str(y[i]))
+    curves, labels = np.array(curves), np.array(labels)
+    for cls in ["all", "0", "2"]:
+        c = curves if cls == "all" else curves[labels == cls]
+        n = c.shape[0]
+        mean = c.mean(0)
+        half = stats.t.ppf(0.975, n - 1) * c.std(0, ddof=1) / np.sqrt(n)
+        got = bands[(bands["method"] == "m") & (bands["class"] == cls)].sort_values("recall")
+        np.testing.assert_allclose(got["mean"], mean, atol=1e-9)
+        np.testing.assert_allclose(got["low"], mean - half, atol=1e-9)
+        np.testing.assert_allclose(got["high"], mean + half, atol=1e-9)
+        assert (got["n"] == n).all()
+
+
+def test_bootstrap_simultaneous_band_is_wider_than_pointwise_and_seeded():
+    rng = np.random.default_rng(0)
+    curves = np.clip(rng.normal(0.6, 0.2, (80, 11)), 0, 1)
+    grid = np.linspace(0, 1, 11)
+    t = band(curves, grid, kind="t")
+    b1 = band(curves, grid, kind="bootstrap", seed=3)
+    b2 = band(curves, grid, kind="bootstrap", seed=3)
+    pd.testing.assert_frame_equal(b1, b2)
+    assert ((b1["high"] - b1["low"]) > (t["high"] - t["low"])).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tukey_hsd_agrees_with_scipy(seed):
+    rng = np.random.default_rng(seed)
+    df = _groups_frame(rng, [0.5, 0.55, 0.7, 0.5], [0.1] * 4, [12, 15, 9, 20])
+    res = tukey_hsd(df, alpha=0.05)
+    names = sorted(df["label"].unique())
+    ref = stats.tukey_hsd(*_samples(df))
+    ci = ref.confidence_interval(0.95)
+    for row in res.table.itertuples():
+        i, j = names.index(row.group1), names.index(row.group2)
+        # our meandiff is group2 - group1; scipy's statistic[j, i] is mean_j - mean_i
+        assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
+        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
+        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
+        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+    # simultaneous intervals: centred on the group means
+    means = df.groupby("label")["ap"].mean()
+    np.testing.assert_allclose(res.intervals.set_index("group")["mean"], means[res.intervals["group"]], atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_welch_anova_and_games_howell_agree_with_scipy(seed):
+    rng = np.random.default_rng(seed)
+    df = _groups_frame(rng, [0.5, 0.6, 0.55], [0.05, 0.2, 0.1], [10, 25, 14])
+    tests = one_way(df).tests.set_index("test")
+    samples = _samples(df)
+    ref_w = stats.f_oneway(*samples, equal_var=False)
+    assert tests.loc["welch", "statistic"] == pytest.approx(ref_w.statistic, rel=1e-9)
+    assert tests.loc["welch", "p_value"] == pytest.approx(ref_w.pvalue, rel=1e-6)
+    ref_f = stats.f_oneway(*samples)
+    assert tests.loc["anova", "statistic"] == pytest.approx(ref_f.statistic, rel=1e-9)
+    assert tests.loc["anova", "p_value"] == pytest.approx(ref_f.pvalue, rel=1e-6)
+    assert tests.loc["kruskal", "p_value"] == pytest.approx(stats.kruskal(*samples).pvalue, rel=1e-9)
+    gh = games_howell(df)
+    names = sorted(df["label"].unique())
+    ref = stats.tukey_hsd(*samples, equal_var=False)
+    ci = ref.confidence_interval(0.95)
+    for row in gh.table.itertuples():
+        i, j = names.index(row.group1), names.index(row.group2)
+        assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
+        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
+        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
+        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+
+
+def _embedded(rng, spreads, n_per_class, dim=8, methods=("A", "B"), method_noise=None):
+    """Classes with their own spread (a class effect on AP) embedded by several methods.
+    Centres are orthogonal and equidistant, so with equal spreads the classes are exchangeable:
+    no class effect (a true null)."""
+    k = len(spreads)
+    y = np.repeat(np.arange(k), n_per_class)
+    centres = 2.0 * np.eye(k, dim)
+    embs = {}
+    for m in methods:
+        noise = (method_noise or {}).get(m, 1.0)
+        embs[m] = (centres[y] + noise * np.asarray(spreads)[y, None] * rng.standard_normal((y.size, dim))).astype(
+            np.float32)
+    return Dataset(labels=y, embeddings=embs)
+
+
+def _ap_table(rng, class_params, n_per_class=12, methods=("A", "B")):
+    """Per-query AP drawn from Beta(a, b) per class: the statistics' input with a known truth."""
+    rows = []
+    for c, (a, b) in enumerate(class_params):
+        for q in range(n_per_class):
+            for m in methods:
+                rows.append(dict(method=m, query=c * n_per_class + q, label=f"c{c}", ap=rng.beta(a, b)))
+    return pd.DataFrame(rows)
+
+
+def test_paper_003_design_detects_a_planted_class_effect_end_to_end():
+    # 2 methods x 5 classes = 10 groups, as in Brughi et al.; two classes much tighter
+    ds = _embedded(np.random.default_rng(0), [0.3, 0.3, 1.8, 1.8, 1.8], 12)
+    ap = ap_frame(evaluate(ds))
+    assert ap.groupby(["method", "label"]).ngroups == 10
+    assert one_way(ap).tests.set_index("test").loc["anova", "p_value"] < 1e-3
+    tk = tukey_hsd(ap)
+    tight = {f"{m} | {c}" for m in "AB" for c in "01"}
+    pairs = zip(tk.table["group1"], tk.table["group2"], strict=True)
+    planted = tk.table[[(a in tight) != (b in tight) for a, b in pairs]]
+    assert len(planted) == 4 * 6 and planted["reject"].all()  # every tight-vs-diffuse pair is detected
+
+
+def test_one_way_tests_detect_an_effect_and_hold_their_level_under_a_null():
+    rng = np.random.default_rng(7)
+    effect = _ap_table(rng, [(8, 2), (8, 2), (3, 4), (3, 4), (3, 4)])
+    t = one_way(effect).tests.set_index("test")
+    assert (t.loc[["anova", "welch", "kruskal"], "p_value"] < 1e-3).all()
+    rejections = {"anova": 0, "welch": 0, "kruskal": 0}
+    tukey_any = 0
+    for seed in range(40):
+        null = _ap_table(np.random.default_rng(1000 + seed), [(4, 3)] * 5)
+        t = one_way(null).tests.set_index("test")
+        for k in rejections:
+            rejections[k] += t.loc[k, "p_value"] < 0.05
+        tukey_any += tukey_hsd(null).table["reject"].any()
+    # about 2 of 40 expected at alpha = 0.05; 7 or more has probability < 1 % under the null
+    assert all(v <= 6 for v in rejections.values()), rejections
+    assert tukey_any <= 6  # Tukey controls the family-wise rate over all 45 pairs
+
+
+def test_paper_003_design_runs_on_demo_data():
+    from pathlib import Path
+
+    from analysis_core import load_files
+
+    ds = load_files([Path(__file__).resolve().parents[2] / "demo_data" / "digits.npz"])
+    keep = np.isin(ds.labels, [0, 1, 2, 3, 4])
+    sub = ds.subset(np.nonzero(keep)[0])
+    ev = evaluate(sub, methods=["pixels", "lda9"])
+    ap = balanced_subsample(ap_frame(ev), 5, seed=0)
+    assert ap.groupby(["method", "label"]).size().eq(5).all() and len(ap) == 50
+    assert len(one_way(ap).tests) >= 3
+    assert len(tukey_hsd(ap).table) == 45  # 10 groups -> 45 pairs
+
+
+def test_mixed_model_and_paired_tests_find_a_planted_difference_and_not_a_null():
+    rng = np.random.default_rng(1)
+    planted = _embedded(rng, [1.0] * 6, 15, method_noise={"A": 1.6, "B": 0.8})
+    ap = ap_frame(evaluate(planted))
+    mm = mixed_model(ap).table.set_index("term")
+    assert mm.loc["method[B]", "coef"] > 0 and mm.loc["method[B]", "p_value"] < 1e-3
+    pt = paired_tests(ap, n_permutations=2000).iloc[0]
+    assert pt["mean_diff"] < 0 and pt["p_permutation_holm"] < 0.01 and pt["p_wilcoxon_holm"] < 0.01
+    assert pt["losses"] > pt["wins"] and pt["wins"] + pt["ties"] + pt["losses"] == pt["n"]
+    null_hits = 0
+    for seed in range(10):
+        null = _embedded(np.random.default_rng(50 + seed), [1.0] * 6, 15)
+        p = paired_tests(ap_frame(evaluate(null)), n_permutations=1000, seed=seed).iloc[0]["p_permutation"]
+        null_hits += p < 0.05
+    assert null_hits <= 3
+
+
+def test_paired_permutation_p_value_matches_exhaustive_sign_flips():
+    d = np.array([0.3, -0.1, 0.25, 0.05, 0.2, -0.02, 0.15, 0.1])
+    df = pd.DataFrame({"method": ["a"] * 8 + ["b"] * 8, "query": list(range(8)) * 2,
+                       "label": ["x"] * 16, "ap": np.r_[d, np.zeros(8)]})
+    exact = np.mean([abs(np.dot(s, d)) >= abs(d.sum()) - 1e-12
+                     for s in itertools.product([-1, 1], repeat=8)])
+    got = paired_tests(df, n_permutations=40000, seed=1).iloc[0]["p_permutation"]
+    assert got == pytest.approx(exact, abs=0.01)

@@ -38,14 +38,23 @@ def _ks(text: str) -> tuple[int, ...]:
     return ks
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
-    return v
+def _number(convert, ok, what: str):
+    """An argparse type: ``convert(text)`` that must satisfy ``ok``, else a one-line usage error."""
+
+    def parse(text: str):
+        try:
+            v = convert(text)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'")
+        return v
+
+    return parse
+
+
+_positive = _number(int, lambda v: v >= 1, "a positive integer")
+_alpha = _number(float, lambda v: 0 < v < 1, "a number in (0, 1)")
 
 
 def _progress_printer():
@@ -137,16 +146,6 @@ def _formats(text: str) -> tuple[str, ...]:
     if bad:
         raise argparse.ArgumentTypeError(f"unknown format(s) {bad}; use some of {','.join(FORMATS)} (or none)")
     return fmts
-
-
-def _alpha(text: str) -> float:
-    try:
-        a = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--alpha takes a number in (0, 1), got '{text}'") from None
-    if not 0 < a < 1:
-        raise argparse.ArgumentTypeError(f"--alpha takes a number in (0, 1), got '{text}'")
-    return a
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -36,6 +36,18 @@ def _samples(df):
     return [g["ap"].to_numpy() for _, g in df.groupby("label", sort=True)]
 
 
+def _assert_matches_scipy(table, df, ref):
+    """Pairwise rows (group2 - group1) against scipy's tukey_hsd result (statistic[j, i] = m_j - m_i)."""
+    names = sorted(df["label"].unique())
+    ci = ref.confidence_interval(0.95)
+    for row in table.itertuples():
+        i, j = names.index(row.group1), names.index(row.group2)
+        assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
+        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
+        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
+        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+
+
 def test_pr_band_equals_direct_computation_from_sorted_rankings():
     rng = np.random.default_rng(8)
     X = rng.standard_normal((90, 6)).astype(np.float32)
@@ -79,16 +91,7 @@ def test_tukey_hsd_agrees_with_scipy(seed):
     rng = np.random.default_rng(seed)
     df = _groups_frame(rng, [0.5, 0.55, 0.7, 0.5], [0.1] * 4, [12, 15, 9, 20])
     res = tukey_hsd(df, alpha=0.05)
-    names = sorted(df["label"].unique())
-    ref = stats.tukey_hsd(*_samples(df))
-    ci = ref.confidence_interval(0.95)
-    for row in res.table.itertuples():
-        i, j = names.index(row.group1), names.index(row.group2)
-        # our meandiff is group2 - group1; scipy's statistic[j, i] is mean_j - mean_i
-        assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
-        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
-        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
-        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+    _assert_matches_scipy(res.table, df, stats.tukey_hsd(*_samples(df)))
     # simultaneous intervals: centred on the group means
     means = df.groupby("label")["ap"].mean()
     np.testing.assert_allclose(res.intervals.set_index("group")["mean"], means[res.intervals["group"]], atol=1e-12)
@@ -107,16 +110,7 @@ def test_welch_anova_and_games_howell_agree_with_scipy(seed):
     assert tests.loc["anova", "statistic"] == pytest.approx(ref_f.statistic, rel=1e-9)
     assert tests.loc["anova", "p_value"] == pytest.approx(ref_f.pvalue, rel=1e-6)
     assert tests.loc["kruskal", "p_value"] == pytest.approx(stats.kruskal(*samples).pvalue, rel=1e-9)
-    gh = games_howell(df)
-    names = sorted(df["label"].unique())
-    ref = stats.tukey_hsd(*samples, equal_var=False)
-    ci = ref.confidence_interval(0.95)
-    for row in gh.table.itertuples():
-        i, j = names.index(row.group1), names.index(row.group2)
-        assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
-        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
-        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
-        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+    _assert_matches_scipy(games_howell(df).table, df, stats.tukey_hsd(*samples, equal_var=False))
 
 
 def _embedded(rng, spreads, n_per_class, dim=8, methods=("A", "B"), method_noise=None):

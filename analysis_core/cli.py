@@ -7,7 +7,6 @@ error (short message; set ANALYSIS_CORE_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .export.tables import write_per_query
+from .export.tables import json_text, write_per_query
 from .io import SIMILARITIES, Dataset, load_files, validate
 
 
@@ -121,7 +120,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     ds = _load(args)
     ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, block_size=args.block_size,
-                  n_threads=args.threads, split=args.split, progress=None if args.quiet else _progress_printer())
+                  n_threads=args.threads, split=args.split, group_size=args.group_size, max_classes=args.max_classes,
+                  seed=args.seed, progress=None if args.quiet else _progress_printer())
     summary = ev.summary()
     if args.out:
         out = Path(args.out)
@@ -130,11 +130,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(str(out), f"cannot create the output folder ({exc.strerror}).",
                              "choose a writable --out folder.") from exc
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "summary.json").write_text(json_text(summary))
         write_per_query(ev.per_query_columns(), out)
         print(f"wrote {out / 'summary.json'}, {out / 'per_query.csv'}, {out / 'per_query.parquet'}")
     else:
-        print(json.dumps(summary, indent=2))
+        print(json_text(summary), end="")
     return 0
 
 
@@ -156,7 +156,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     ds = _load(args)
     ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, split=args.split,
                   progress=None if args.quiet else _progress_printer())
-    rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed)
+    rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
+                       group_size=args.group_size, sweep_repeats=args.sweep_repeats)
     out = Path(args.out)
     try:
         written = write_report(ev, rep, out, args.format, FigureStyle.preset(args.style))
@@ -184,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=_positive, default=None, help="worker threads (default: all cores)")
     e.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR curves")
     e.add_argument("--split", help="evaluate within this split only")
+    e.add_argument("--group-size", type=_positive, default=None,
+                   help="add Grouped Recall@K over random groups of S classes (with a CI)")
+    e.add_argument("--max-classes", type=_positive, default=None,
+                   help="evaluate C classes sampled at random (seeded) instead of all")
+    e.add_argument("--seed", type=int, default=0, help="seed for class groups and class sampling")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
     r = sub.add_parser("report", help="everything for a paper: summary, tables (CSV + LaTeX), figures")
@@ -199,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PR band: pointwise t interval, or bootstrap simultaneous band")
     r.add_argument("--per-class", type=_positive, default=None,
                    help="statistics on a balanced subsample of this many queries per class (seeded)")
-    r.add_argument("--seed", type=int, default=0, help="seed for subsampling, bootstrap and permutations")
+    r.add_argument("--seed", type=int, default=0, help="seed for subsampling, bootstrap, permutations and groups")
+    r.add_argument("--group-size", type=_positive, default=10, help="classes per group S for Grouped Recall@K")
+    r.add_argument("--sweep-repeats", type=_positive, default=3, help="class samples per class count in the sweep")
     r.add_argument("--split", help="evaluate within this split only")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_report)

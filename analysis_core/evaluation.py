@@ -30,8 +30,10 @@ class Evaluation:
     similarity: str
     ks: tuple[int, ...]
     results: dict[str, PassResult]
-    rows: np.ndarray  # input row indices evaluated (all rows, or one split's)
+    rows: np.ndarray  # input row indices evaluated (all rows, or one split's / the sampled classes')
     split: str | None = None
+    grouped: dict | None = None  # method -> GroupedRecall, when a group size was given
+    sampled_from_classes: int | None = None  # with max_classes: the class count sampled from
 
     @property
     def methods(self) -> list[str]:
@@ -102,6 +104,8 @@ class Evaluation:
                 "n_unique_vectors": r.n_unique_vectors,
             },
         }
+        if self.grouped and method in self.grouped:
+            out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
     def summary(self) -> dict:
@@ -119,6 +123,7 @@ class Evaluation:
                 "similarity": self.similarity,
                 "source": ds.source,
                 **({"split": self.split} if self.split is not None else {}),
+                **({"sampled_from_classes": self.sampled_from_classes} if self.sampled_from_classes else {}),
             },
             "methods": {m: self.method_summary(m) for m in self.results},
         }
@@ -127,11 +132,15 @@ class Evaluation:
 def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = DEFAULT_KS,
              n_recall: int = 11, interpolated: bool = False, n_bins: int = 200,
              block_size: int = 512, n_threads: int | None = None, split: str | None = None,
-             methods: list[str] | None = None, progress: Progress | None = None) -> Evaluation:
+             methods: list[str] | None = None, group_size: int | None = None, group_repeats: int = 1,
+             max_classes: int | None = None, seed: int = 0, alpha: float = 0.05,
+             progress: Progress | None = None) -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 
     Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
     added to ``ks``). ``n_recall`` is the number N_P of recall grid points of the PR curves.
+    ``group_size`` adds Grouped Recall@K (each k of ``ks``; ``group_repeats`` partitions, ``seed``,
+    ``alpha``); ``max_classes`` evaluates ``max_classes`` classes drawn at random (``seed``).
     """
     validate(ds, similarity)
     if n_recall < 2:
@@ -148,8 +157,17 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         if split not in known:
             raise InputError(ds.source, f"unknown split '{split}'.", f"use one of {known}.")
         rows = np.nonzero(ds.split == split)[0]
-    sub = ds if split is None else ds.subset(rows)
-    if split is not None:
+    sampled_from = None
+    if max_classes is not None:
+        from .stats.class_count import sample_classes
+
+        if max_classes < 2:
+            raise InputError("settings", f"max_classes = {max_classes}: retrieval needs two classes.",
+                             "use at least 2.")
+        sampled_from = int(np.unique(ds.label_codes[rows]).size)
+        rows = rows[np.sort(sample_classes(ds.label_codes[rows], max_classes, seed))]
+    sub = ds if rows.size == ds.n_items else ds.subset(rows)
+    if sub is not ds:
         validate(sub, similarity)
     isq = isg = None
     if sub.role is not None:
@@ -168,4 +186,12 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
                               n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress)
-    return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split)
+    grouped = None
+    if group_size is not None:
+        from .stats.class_count import grouped_recall
+
+        grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
+                                     similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha)
+                   for m in names}
+    return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
+                      grouped=grouped, sampled_from_classes=sampled_from)

@@ -29,6 +29,23 @@ def write_per_query(columns: dict[str, np.ndarray], out: Path) -> None:
     pq.write_table(table, out / "per_query.parquet")
 
 
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def json_text(obj) -> str:
+    """Indented JSON with NaN/inf written as null (strict JSON readers reject NaN)."""
+    import json
+
+    return json.dumps(_json_safe(obj), indent=2) + "\n"
+
+
 def tex_escape(text: str) -> str:
     return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text)).replace("−", "--")
 

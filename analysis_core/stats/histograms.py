@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def area_normalized(counts: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -34,3 +39,20 @@ def jensen_shannon(pos_counts: np.ndarray, neg_counts: np.ndarray) -> float:
         return float(np.sum(a[nz] * np.log2(a[nz] / m[nz])))
 
     return float(min(max(0.5 * kl(p) + 0.5 * kl(q), 0.0), 1.0))
+
+
+def histogram_table(ev, split_evals: dict | None = None) -> pd.DataFrame:
+    """Columns method, split, kind (positive / negative), bin_left, bin_right, count, density,
+    from the engine's exact pair counts; ``split`` is ``all`` for the whole evaluation and each
+    split's name for ``split_evals`` (split -> Evaluation of that split)."""
+    import pandas as pd
+
+    frames = []
+    for split, e in [("all", ev), *(split_evals or {}).items()]:
+        for m, r in e.results.items():
+            edges = r.hist_edges
+            for kind, counts in (("positive", r.hist_pos), ("negative", r.hist_neg)):
+                frames.append(pd.DataFrame({"method": m, "split": split, "kind": kind, "bin_left": edges[:-1],
+                                            "bin_right": edges[1:], "count": counts,
+                                            "density": area_normalized(counts, edges)}))
+    return pd.concat(frames, ignore_index=True)

@@ -100,16 +100,25 @@ def balanced_subsample(df: pd.DataFrame, n_per_group: int, seed: int = 0) -> pd.
 
 def _groups(df: pd.DataFrame, warn: list[str]) -> tuple[list[str], list[np.ndarray]]:
     g = group_column(df)
-    names, samples = [], []
+    names, samples, dropped, small = [], [], [], []
     for name, part in df.groupby(g, sort=True):
         x = part["ap"].to_numpy(np.float64)
         if x.size < MIN_GROUP:
-            warn.append(f"group '{name}' has {x.size} query: left out (needs at least {MIN_GROUP}).")
+            dropped.append(str(name))
             continue
         if x.size < SMALL_GROUP:
-            warn.append(f"group '{name}' has only {x.size} queries: results for it are fragile.")
+            small.append(str(name))
         names.append(str(name))
         samples.append(x)
+
+    def some(v: list[str]) -> str:
+        return ", ".join(f"'{x}'" for x in v[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "")
+
+    if dropped:
+        warn.append(f"{len(dropped)} group(s) with fewer than {MIN_GROUP} queries left out ({some(dropped)}).")
+    if small:
+        warn.append(f"{len(small)} group(s) with fewer than {SMALL_GROUP} queries ({some(small)}): "
+                    "results for them are fragile.")
     return names, samples
 
 

@@ -1,0 +1,208 @@
+"""Measures that do not drift with the number of classes, and what drifts without them.
+
+* **Grouped Recall@K** (Zhdanov & Karpukhin): classes are partitioned at random (seeded) into
+  groups of S; Recall@K is computed on each group's items only and averaged over groups:
+  ``GR@K_S = (1/G) sum_g R@K(D_g)``. Each group is a retrieval problem with S classes whatever the
+  dataset's size, so the value depends on S, not on the number of classes; groups are independent,
+  so ``CI = mean +- z_{1-alpha/2} sd_groups / sqrt(G)`` (central limit theorem). Classes left over
+  (``n_classes mod S``) are dropped and counted. Recall@K within a group comes from the same
+  tie-aware engine as everything else (expected hit rate over tie orders).
+* **Class-count sweep**: sample C classes (seeded, several repeats), recompute Recall@1, MAP@R, mAP,
+  grouped Recall@1 and JSD on that subset: Recall@1 and MAP@R fall as C grows; grouped Recall@1
+  stays within its interval; JSD moves little (Oi et al.).
+* **Generalization gap**: metrics per split and their train - other differences; the grouped
+  recall difference gets an interval ``+- z sqrt(se_1^2 + se_2^2)`` (independent splits).
+* **Error-vs-reject curve** (ERC): reject the least confident fraction x of the queries; the error
+  (1 - P@1, or 1 - AP) of the rest, against x; its area; the oracle curve rejecting by true error;
+  Spearman's correlation of confidence with AP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..engine.core import run_pass
+from .histograms import jensen_shannon
+
+
+@dataclass(frozen=True)
+class GroupedRecall:
+    """``table``: one row per k with mean, sd (over groups), ci_low, ci_high, n_groups,
+    repeat_sd (spread of the partition means over repeats). ``per_group``: repeat, group, k,
+    recall, n_queries."""
+
+    group_size: int
+    alpha: float
+    repeats: int
+    n_dropped_classes: int
+    table: pd.DataFrame
+    per_group: pd.DataFrame
+
+    def summary_dict(self) -> dict:
+        """The ``grouped_recall_at_k`` block of ``summary.json`` (NaN -> None)."""
+        def clean(v: float):
+            return None if v is None or not math.isfinite(v) else float(v)
+
+        return {"group_size": self.group_size, "n_groups": int(self.table["n_groups"].iloc[0]),
+                "n_dropped_classes": self.n_dropped_classes, "repeats": self.repeats, "alpha": self.alpha,
+                "k": {str(int(r.k)): {"mean": clean(r.mean), "ci_low": clean(r.ci_low), "ci_high": clean(r.ci_high)}
+                      for r in self.table.itertuples()}}
+
+
+def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
+    for r in range(repeats):
+        perm = np.random.default_rng([seed, r]).permutation(classes)
+        n_groups = perm.size // group_size
+        yield r, perm[: n_groups * group_size].reshape(n_groups, group_size)
+
+
+def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
+                   similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05) -> GroupedRecall:
+    """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
+
+    With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
+    is the mean of the partition means, the interval uses the average single-partition standard
+    error, and ``repeat_sd`` reports how much the partition itself moves the value.
+    """
+    codes = np.asarray(codes)
+    classes = np.unique(codes)
+    if group_size < 1:
+        raise ValueError("group_size must be at least 1")
+    ks = tuple(sorted({int(k) for k in ks}))
+    rows = []
+    for r, groups in _partitions(classes, group_size, seed, repeats):
+        for g, members in enumerate(groups):
+            idx = np.nonzero(np.isin(codes, members))[0]
+            res = run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1)
+            scored = res.values[:, 0] > 0
+            for k in ks:
+                col = res.columns.index(f"recall_at_{k}")
+                v = res.values[scored, col]
+                rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
+                                 n_queries=int(scored.sum())))
+    per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries"])
+    z = stats.norm.ppf(1 - alpha / 2)
+    out = []
+    for k in ks:
+        part = per_group[(per_group["k"] == k)].dropna(subset=["recall"])
+        by_rep = part.groupby("repeat")["recall"]
+        means = by_rep.mean()
+        n_groups = int(by_rep.size().min()) if len(part) else 0
+        se = (by_rep.std(ddof=1) / np.sqrt(by_rep.size())).mean() if n_groups > 1 else np.nan
+        m = float(means.mean()) if len(means) else np.nan
+        out.append(dict(k=k, mean=m, sd=float(by_rep.std(ddof=1).mean()) if n_groups > 1 else np.nan,
+                        ci_low=m - z * se, ci_high=m + z * se, n_groups=n_groups,
+                        repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan))
+    return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
+                         else int(classes.size), pd.DataFrame(out), per_group)
+
+
+def _fmean(v: np.ndarray) -> float:
+    return math.fsum(v.tolist()) / v.size if v.size else float("nan")
+
+
+def sample_classes(codes: np.ndarray, n_classes: int, seed: int = 0) -> np.ndarray:
+    """Row indices of the items of ``n_classes`` classes drawn at random (seeded)."""
+    classes = np.unique(codes)
+    pick = np.random.default_rng(seed).choice(classes, min(n_classes, classes.size), replace=False)
+    return np.nonzero(np.isin(codes, pick))[0]
+
+
+def default_class_counts(n_classes: int, lowest: int = 10, points: int = 8) -> list[int]:
+    """Log-spaced class counts from ``lowest`` up to all classes."""
+    lo = min(lowest, n_classes)
+    return sorted({int(round(c)) for c in np.geomspace(lo, n_classes, points)})
+
+
+def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | None = None, repeats: int = 3,
+                      seed: int = 0, group_size: int = 10, similarity: str = "cosine") -> pd.DataFrame:
+    """For each class count C (and repeat): the metrics on C sampled classes. Columns:
+    n_classes, repeat, n_items, recall_at_1, map_at_r, map, grouped_recall_at_1, jsd."""
+    codes = np.asarray(codes)
+    n_all = np.unique(codes).size
+    counts = counts or default_class_counts(n_all, lowest=max(2, group_size))
+    rows = []
+    for c in counts:
+        for r in range(repeats if c < n_all else 1):
+            idx = sample_classes(codes, c, seed=seed * 1_000_003 + 7919 * r + c)
+            res = run_pass(X[idx], codes[idx], similarity=similarity, ks=(1,), n_recall=2)
+            scored = res.values[:, 0] > 0
+            col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
+            gr = grouped_recall(X[idx], codes[idx], group_size=group_size, ks=(1,), similarity=similarity,
+                                seed=seed + r).table.iloc[0]
+            rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=_fmean(col["recall_at_1"]),
+                             map_at_r=_fmean(col["map_at_r"]), map=_fmean(col["ap"]), grouped_recall_at_1=gr["mean"],
+                             grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
+                             jsd=jensen_shannon(res.hist_pos, res.hist_neg)))
+    return pd.DataFrame(rows)
+
+
+def generalization_gap(per_split: dict[str, dict], grouped: dict[str, GroupedRecall], reference: str,
+                       alpha: float = 0.05) -> pd.DataFrame:
+    """Rows per metric: each split's value and ``reference - split`` for every other split.
+
+    ``per_split[split]`` holds recall_at_1, map_at_r, map, jsd, mean_pos_similarity;
+    ``grouped[split]`` the grouped recall of that split (its interval feeds the difference's).
+    """
+    z = stats.norm.ppf(1 - alpha / 2)
+    rows = []
+    others = [s for s in per_split if s != reference]
+    def value(metric: str, s: str) -> float:
+        if metric == "grouped_recall_at_1":
+            return float(grouped[s].table.iloc[0]["mean"])
+        return float(per_split[s][metric])
+
+    for metric in ("recall_at_1", "grouped_recall_at_1", "map_at_r", "map", "jsd", "mean_pos_similarity"):
+        row = {"metric": metric, **{s: value(metric, s) for s in per_split}}
+        for o in others:
+            gap = value(metric, reference) - value(metric, o)
+            row[f"gap_{reference}_minus_{o}"] = gap
+            if metric == "grouped_recall_at_1":
+                se = [(grouped[s].table.iloc[0]["ci_high"] - grouped[s].table.iloc[0]["mean"]) / z
+                      for s in (reference, o)]
+                half = z * math.sqrt(se[0] ** 2 + se[1] ** 2)
+                row[f"gap_{reference}_minus_{o}_ci_low"] = gap - half
+                row[f"gap_{reference}_minus_{o}_ci_high"] = gap + half
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class ErrorRejectCurve:
+    """``curve``: fraction_rejected, n_kept, error, oracle_error. ``auc`` / ``oracle_auc``: the
+    areas under them over the rejected fraction (trapezoid). ``spearman``: rank correlation of
+    confidence with AP, and its p-value."""
+
+    curve: pd.DataFrame
+    auc: float
+    oracle_auc: float
+    spearman: float
+    spearman_p: float
+    error_kind: str
+
+
+def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarray, error: str = "p@1",
+                       n_points: int = 101) -> ErrorRejectCurve:
+    """Error of the kept queries after rejecting the least confident fraction x (x on a grid of
+    ``n_points`` in [0, 1), keeping at least one query). Equal confidences are ordered by the
+    query's position, so the curve is deterministic; the oracle rejects the largest errors first."""
+    confidence = np.asarray(confidence, np.float64)
+    e = 1.0 - (np.asarray(p_at_1, np.float64) if error == "p@1" else np.asarray(ap, np.float64))
+    n = e.size
+    order = np.lexsort((np.arange(n), -confidence))  # most confident first
+    oracle = np.sort(e)  # smallest errors first
+    kept_err = np.cumsum(e[order]) / np.arange(1, n + 1)
+    kept_oracle = np.cumsum(oracle) / np.arange(1, n + 1)
+    fractions = np.linspace(0, 1, n_points, endpoint=False)
+    n_keep = np.maximum(n - np.floor(fractions * n).astype(int), 1)
+    curve = pd.DataFrame({"fraction_rejected": fractions, "n_kept": n_keep, "error": kept_err[n_keep - 1],
+                          "oracle_error": kept_oracle[n_keep - 1]})
+    rho = stats.spearmanr(confidence, ap)
+    return ErrorRejectCurve(curve, float(np.trapezoid(curve["error"], fractions)),
+                            float(np.trapezoid(curve["oracle_error"], fractions)), float(rho.statistic),
+                            float(rho.pvalue), error)

@@ -1,0 +1,135 @@
+"""Class-count-invariant measures: grouped recall, sweep, JSD, generalization gap, ERC."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scipy.spatial.distance import jensenshannon
+
+from analysis_core import Dataset, evaluate, load_files
+from analysis_core.engine.core import run_pass
+from analysis_core.stats.class_count import class_count_sweep, error_reject_curve, grouped_recall
+from analysis_core.stats.histograms import histogram_table, jensen_shannon
+
+from .oracle import leave_one_out_rows, ranking_metrics, score_matrix
+from .test_cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clusters(rng, n_classes, per_class, dim=16, noise=0.9):
+    y = np.repeat(np.arange(n_classes), per_class)
+    X = rng.standard_normal((n_classes, dim))[y] + noise * rng.standard_normal((y.size, dim))
+    return X.astype(np.float32), y
+
+
+def test_recall_drops_with_more_classes_while_grouped_recall_stays_within_its_intervals():
+    X, y = _clusters(np.random.default_rng(0), 1000, 5)
+    sweep = class_count_sweep(X, y, counts=[100, 1000], repeats=1, group_size=10).set_index("n_classes")
+    few, many = sweep.loc[100], sweep.loc[1000]
+    assert few["recall_at_1"] - many["recall_at_1"] > 0.1  # a clear drop
+    half_few = few["grouped_ci_high"] - few["grouped_recall_at_1"]
+    half_many = many["grouped_ci_high"] - many["grouped_recall_at_1"]
+    assert abs(few["grouped_recall_at_1"] - many["grouped_recall_at_1"]) <= half_few + half_many
+
+
+def test_grouped_recall_of_one_group_is_recall_and_its_interval_follows_the_clt():
+    rng = np.random.default_rng(1)
+    X, y = _clusters(rng, 12, 6, dim=6, noise=1.5)
+    one = grouped_recall(X, y, group_size=12, ks=(1, 4))
+    S = score_matrix(X, "cosine")
+    ref = [ranking_metrics(rel[np.argsort(-s)], ks=(1, 4)) for _, s, rel in leave_one_out_rows(S, y)]
+    assert one.table.set_index("k").loc[1, "mean"] == pytest.approx(np.mean([r["recall_at_1"] for r in ref]), abs=1e-12)
+    assert one.table.set_index("k").loc[4, "mean"] == pytest.approx(np.mean([r["recall_at_4"] for r in ref]), abs=1e-12)
+    gr = grouped_recall(X, y, group_size=3, ks=(1,), alpha=0.1)
+    per = gr.per_group["recall"].to_numpy()
+    assert gr.n_dropped_classes == 0 and per.size == 4
+    half = stats.norm.ppf(0.95) * per.std(ddof=1) / np.sqrt(per.size)
+    row = gr.table.iloc[0]
+    assert row["mean"] == pytest.approx(per.mean()) and row["ci_high"] - row["mean"] == pytest.approx(half)
+    assert grouped_recall(X, y, group_size=5).n_dropped_classes == 2  # 12 = 2 x 5 + 2 left over
+
+
+def test_jsd_is_its_definition_and_spans_zero_to_one():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((400, 8)).astype(np.float32)
+    r = run_pass(X, rng.integers(0, 4, 400))
+    # scipy's jensenshannon is the distance: the square root of the divergence
+    assert jensen_shannon(r.hist_pos, r.hist_neg) == pytest.approx(
+        jensenshannon(r.hist_pos, r.hist_neg, base=2) ** 2, abs=1e-12)
+    assert jensen_shannon(r.hist_pos, r.hist_neg) < 0.02  # random labels: the same distribution
+    sep = np.r_[np.tile([1.0, 0.0], (50, 1)), np.tile([-1.0, 0.0], (50, 1))] + 1e-3 * rng.standard_normal((100, 2))
+    r = run_pass(sep.astype(np.float32), np.repeat([0, 1], 50))
+    assert jensen_shannon(r.hist_pos, r.hist_neg) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_histogram_table_counts_every_pair_once():
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    ev = evaluate(ds, methods=["lda9"])
+    h = histogram_table(ev)
+    assert list(h.columns) == ["method", "split", "kind", "bin_left", "bin_right", "count", "density"]
+    n = ds.n_items
+    assert h["count"].sum() == n * (n - 1) // 2
+    for _, part in h.groupby("kind"):
+        assert (part["density"] * (part["bin_right"] - part["bin_left"])).sum() == pytest.approx(1.0)
+
+
+def test_error_reject_curve_with_informative_and_random_confidences():
+    rng = np.random.default_rng(3)
+    p1 = (rng.random(2000) < 0.6).astype(float)
+    ap = np.clip(p1 * 0.7 + rng.random(2000) * 0.3, 0, 1)
+    informative = error_reject_curve(ap + 0.1 * rng.standard_normal(2000), ap, p1)
+    random = error_reject_curve(rng.random(2000), ap, p1)
+    for erc in (informative, random):
+        assert erc.curve["error"].iloc[0] == pytest.approx(1 - p1.mean())  # reject 0 % = overall error
+        assert (erc.curve["oracle_error"] <= erc.curve["error"] + 1e-12).all()
+    assert informative.auc < random.auc - 0.1
+    assert informative.spearman > 0.8 and abs(random.spearman) < 0.1
+    assert abs(random.curve["error"].iloc[50] - (1 - p1.mean())) < 0.05  # random rejection: flat
+
+
+def test_generalization_gap_on_the_demo_checkpoints(tmp_path):
+    out = tmp_path / "rep"
+    r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "", "--quiet",
+                "--sweep-repeats", "1")
+    assert r.returncode == 0, r.stderr
+    gen = pd.read_csv(out / "tables" / "generalization.csv")
+    late = gen[(gen["method"] == "epoch_10")].set_index("metric")
+    assert late.loc["recall_at_1", "gap_train_minus_test"] > 0.05  # the late checkpoint fits train better
+    g = late.loc["grouped_recall_at_1"]
+    assert g["gap_train_minus_test_ci_low"] < g["gap_train_minus_test"] < g["gap_train_minus_test_ci_high"]
+    for name in ("grouped_recall", "class_sweep", "histograms", "generalization", "erc"):
+        assert (out / "tables" / f"{name}.csv").exists() and (out / "tables" / f"{name}.tex").exists()
+    hist = pd.read_csv(out / "tables" / "histograms.csv")
+    assert set(hist["split"]) == {"all", "train", "test"} and set(hist["kind"]) == {"positive", "negative"}
+    erc = pd.read_csv(out / "tables" / "erc.csv")
+    assert (erc.groupby("method")["spearman"].first() > 0).all()  # demo confidences track difficulty
+
+
+def test_evaluate_cli_group_size_and_max_classes(tmp_path):
+    r = run_cli("evaluate", ROOT / "demo_data" / "many_classes.npz", "--group-size", "10", "--max-classes", "200",
+                "--seed", "3", "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["dataset"]["n_classes"] == 200 and s["dataset"]["sampled_from_classes"] == 600
+    g = s["methods"]["epoch_10"]["grouped_recall_at_k"]
+    assert g["group_size"] == 10 and g["n_groups"] == 20
+    k1 = g["k"]["1"]
+    assert k1["ci_low"] < k1["mean"] < k1["ci_high"]
+    again = json.loads(run_cli("evaluate", ROOT / "demo_data" / "many_classes.npz", "--group-size", "10",
+                               "--max-classes", "200", "--seed", "3", "--quiet").stdout)
+    assert again == s  # seeded: the same classes, groups and numbers
+
+
+def test_evaluate_api_subset_matches_dataset_subset():
+    ds = load_files([ROOT / "demo_data" / "many_classes.npz"])
+    ev = evaluate(ds, max_classes=50, seed=1, methods=["epoch_3"])
+    sub = ds.subset(ev.rows)
+    assert np.unique(sub.labels).size == 50
+    direct = evaluate(Dataset(labels=sub.labels, embeddings={"epoch_3": sub.embeddings["epoch_3"]}))
+    assert ev.summary()["methods"]["epoch_3"]["map"] == direct.summary()["methods"]["epoch_3"]["map"]

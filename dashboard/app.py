@@ -1,4 +1,5 @@
-"""Entry point: page config, navigation, and the shared sidebar (dataset, similarity, cutoffs)."""
+"""Entry point: page config, navigation, and the shared sidebar (dataset, similarity, cutoffs,
+significance level, export settings)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ def sidebar() -> None:
         options = [*state.DEMO_SETS, "upload"]
         labels = {**state.DEMO_SETS, "upload": "Upload files"}
         src = st.radio("Dataset", options, format_func=labels.get, key=state.SOURCE)
-        files: list[tuple[str, bytes]] = []
         if src == "upload":
             ups = st.file_uploader("Embeddings (.npz, .npy + labels, .csv, .parquet); several files = several methods",
                                    type=["npz", "npy", "csv", "parquet", "txt"], accept_multiple_files=True,
@@ -26,18 +26,44 @@ def sidebar() -> None:
             files = cache.demo_files(src)
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
         st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
-    st.session_state["_files"] = files
-    st.session_state["_error"] = None
-    st.session_state["_dataset"] = None
+        st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
+        with st.expander("Export settings (figures for papers)"):
+            st.radio("Size", ["single", "double", "custom"], index=1, key=state.EXPORT_PRESET, horizontal=True,
+                     format_func={"single": "single column (3.5 in)", "double": "double column (7.2 in)",
+                                  "custom": "custom"}.get)
+            if st.session_state.get(state.EXPORT_PRESET) == "custom":
+                st.number_input("Width (in)", 2.0, 12.0, 5.0, 0.1, key=state.EXPORT_WIDTH)
+            st.selectbox("Font", ["Liberation Sans, Arial, sans-serif", "Liberation Serif, Times New Roman, serif"],
+                         key=state.EXPORT_FONT)
+            st.slider("Font size (pt)", 6, 14, 9, key=state.EXPORT_FONT_SIZE)
+            st.slider("Line width", 0.5, 3.0, 1.5, 0.25, key=state.EXPORT_LINE)
+            st.caption("Colours: Okabe–Ito, colour-blind safe. PDF and SVG are vector with real text.")
+    st.session_state[state.FILES] = files
+    st.session_state[state.ERROR] = None
+    st.session_state[state.DATASET] = None
     if not files:
         return
     try:
         key = cache.digest(files)
-        st.session_state["_dataset"] = (key, cache.load(key, tuple(files)))
+        st.session_state[state.DATASET] = (key, cache.load(key, tuple(files)))
     except InputError as exc:
-        st.session_state["_error"] = exc
+        st.session_state[state.ERROR] = exc
 
 
 sidebar()
-nav = st.navigation([st.Page("views/overview.py", title="Overview", icon="📊", default=True)])
-nav.run()
+loaded = st.session_state.get(state.DATASET)
+ds = loaded[1] if loaded else None
+pages = [
+    st.Page("views/overview.py", title="Overview", icon="📊", default=True),
+    st.Page("views/per_query.py", title="Per query & class", icon="🔎"),
+    st.Page("views/pr_bands.py", title="PR bands", icon="📈"),
+    st.Page("views/statistics.py", title="Statistics", icon="🧮"),
+    st.Page("views/histograms.py", title="Similarity histograms", icon="📶"),
+    st.Page("views/class_count.py", title="Class count & group size", icon="🎚️"),
+    st.Page("views/ties.py", title="Ties", icon="🔗"),
+]
+if ds is not None and ds.confidence is not None:
+    pages.append(st.Page("views/confidence.py", title="Confidence", icon="🎯"))
+if ds is not None and ds.split is not None:
+    pages.append(st.Page("views/generalization.py", title="Generalization", icon="🧪"))
+st.navigation(pages).run()

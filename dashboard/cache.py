@@ -1,14 +1,19 @@
-"""Loading and evaluation, cached by a digest of the data's bytes (never by Streamlit's sampled
-hashing of large arrays): arguments with a leading underscore are not hashed."""
+"""Loading and analyses, cached by a digest of the data's bytes (never by Streamlit's sampled
+hashing of large arrays): arguments with a leading underscore are not hashed, and every cached
+function takes the digest ``key`` instead. Results are immutable and shared across sessions only
+when the bytes are identical."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from analysis_core import Dataset, Evaluation, evaluate, load_bytes
+from analysis_core.stats.bands import pr_bands
+from analysis_core.stats.class_count import class_count_sweep
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
 
@@ -31,13 +36,43 @@ def load(key: str, _files: tuple[tuple[str, bytes], ...]) -> Dataset:
     return load_bytes(list(_files))
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def evaluation(key: str, similarity: str, ks: tuple[int, ...], _ds: Dataset) -> Evaluation:
-    bar = st.progress(0.0, text="Evaluating…")
+def _progress_bar(label: str):
+    bar = st.progress(0.0, text=label)
 
     def progress(done: int, total: int, stage: str) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"Evaluating {stage}")
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {stage}")
 
-    ev = evaluate(_ds, similarity=similarity, ks=ks, progress=progress)
+    return bar, progress
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def evaluation(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, _ds: Dataset) -> Evaluation:
+    bar, progress = _progress_bar("Evaluating")
+    ev = evaluate(_ds, similarity=similarity, ks=ks, n_recall=n_recall, progress=progress)
     bar.empty()
     return ev
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def split_evaluation(key: str, similarity: str, ks: tuple[int, ...], split: str, group_size: int, seed: int,
+                     alpha: float, _ds: Dataset) -> Evaluation:
+    return evaluate(_ds, similarity=similarity, ks=ks, split=split, group_size=group_size, seed=seed, alpha=alpha)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def subset_evaluation(key: str, similarity: str, method: str, n_classes: int, group_size: int, seed: int,
+                      alpha: float, _ds: Dataset) -> Evaluation:
+    return evaluate(_ds, similarity=similarity, ks=(1,), methods=[method], max_classes=n_classes,
+                    group_size=group_size, seed=seed, alpha=alpha)
+
+
+@st.cache_data(show_spinner="Sweeping class counts…", max_entries=16)
+def sweep(key: str, similarity: str, method: str, group_size: int, repeats: int, _ds: Dataset) -> pd.DataFrame:
+    return class_count_sweep(_ds.embeddings[method], _ds.label_codes, repeats=repeats, group_size=group_size,
+                             similarity=similarity)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def bands(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, alpha: float, kind: str,
+          _ev: Evaluation) -> pd.DataFrame:
+    return pr_bands(_ev, alpha=alpha, kind=kind)

@@ -4,5 +4,14 @@ SOURCE = "data_source"          # "digits" | "many_classes" | "upload"
 UPLOADS = "uploaded_files"      # the file_uploader widget's key
 SIMILARITY = "similarity"
 KS = "ks"
+ALPHA = "alpha"
+EXPORT_PRESET = "export_preset"  # "single" | "double" | "custom"
+EXPORT_WIDTH = "export_width_in"
+EXPORT_FONT = "export_font"
+EXPORT_FONT_SIZE = "export_font_size"
+EXPORT_LINE = "export_line_width"
+FILES = "_files"                # the current dataset's (name, bytes) list
+DATASET = "_dataset"            # (digest, Dataset) or None
+ERROR = "_error"                # the InputError that stopped loading, or None
 
 DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)"}

@@ -76,6 +76,13 @@ def ap_frame(ev, methods: list[str] | None = None) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def class_summary(ap: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, class): queries, mean, sd, min of AP, lowest mean first."""
+    g = ap.groupby(["method", "label"])["ap"]
+    out = pd.DataFrame({"n": g.size(), "mean_ap": g.mean(), "sd_ap": g.std(ddof=1), "min_ap": g.min()})
+    return out.reset_index().sort_values(["mean_ap", "method", "label"]).reset_index(drop=True)
+
+
 def group_column(df: pd.DataFrame) -> pd.Series:
     """Group names: the class, or ``method | class`` when there are several methods."""
     if df["method"].nunique() > 1:

@@ -1,16 +1,24 @@
-"""Overview: what was loaded, the summary metrics of every method, the per-query table."""
+"""Overview: what was loaded, every method's summary metrics, the per-query table, export all."""
 
 from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.views.common import current_evaluation
+from analysis_core.report import build_report, write_report
+from dashboard import components
+from dashboard.views.common import alpha, current
 
 st.title("Retrieval evaluation")
-ev = current_evaluation()
-if ev is not None:
+got = current()
+if got is not None:
+    key, ev = got
     ds = ev.dataset
     s = ev.summary()
     d = s["dataset"]
@@ -21,8 +29,16 @@ if ev is not None:
     cols[2].metric("Queries scored", f"{d['n_queries']:,}")
     cols[3].metric("Lone queries", f"{d['n_lone_queries']:,}", help="no other item of their class: excluded, counted")
     cols[4].metric("Methods", len(ev.methods))
-    st.caption(f"Source: {ds.source} · similarity: {d['similarity']} · leave-one-out"
-               + (" · roles given" if ds.role is not None else ""))
+    extras = []
+    for c in ("split", "role"):
+        if getattr(ds, c) is not None:
+            u, n = np.unique(getattr(ds, c), return_counts=True)
+            extras.append(f"{c}: " + ", ".join(f"{a} ({b})" for a, b in zip(u, n, strict=True)))
+    st.caption(f"Source: {ds.source} · similarity: {d['similarity']} · "
+               + ("roles given" if ds.role is not None else "leave-one-out")
+               + "".join(f" · {e}" for e in extras) + (" · confidences given" if ds.confidence is not None else ""))
+    with st.expander("Class sizes"):
+        st.bar_chart(pd.Series(sizes).value_counts().sort_index().rename("classes"), x_label="items per class")
 
     rows = []
     for m, v in s["methods"].items():
@@ -33,14 +49,31 @@ if ev is not None:
                     "mean neg sim": v["mean_neg_similarity"],
                     "queries with mixed ties": v["ties"]["share_queries_with_mixed_ties"]})
         rows.append(row)
-    table = pd.DataFrame(rows).set_index("method")
+    table = pd.DataFrame(rows)
     st.subheader("Summary")
     st.caption("Expected values over tie orders; mAP− / mAP+ are the worst / best tie orders.")
-    st.dataframe(table.style.format("{:.4f}"), width="stretch")
-    st.download_button("Summary (CSV)", table.to_csv().encode(), "summary.csv", "text/csv")
+    st.dataframe(table.set_index("method").style.format("{:.4f}"), width="stretch")
+    st.download_button("Summary (CSV)", table.to_csv(index=False).encode(), "summary.csv", "text/csv",
+                       on_click="ignore")
 
     st.subheader("Per query")
     method = st.selectbox("Method", ev.methods)
-    pq = ev.per_query(method)
-    st.dataframe(pq, width="stretch", hide_index=True, height=380)
-    st.download_button("Per-query table (CSV)", pq.to_csv(index=False).encode(), f"per_query_{method}.csv", "text/csv")
+    components.table(ev.per_query(method), f"per_query_{method}", height=360)
+
+    st.subheader("Export everything")
+    st.caption("Every table (CSV + LaTeX) and figure (PDF, SVG, PNG) of the `report` command for this dataset, "
+               "with the export settings of the sidebar.")
+    zkey = ("zip", key, ev.similarity, ev.ks, alpha())
+    if st.button("Prepare the archive"):
+        with st.spinner("Computing every analysis and rendering figures…"):
+            rep = build_report(ev, alpha=alpha())
+            buf = io.BytesIO()
+            with tempfile.TemporaryDirectory() as tmp:
+                written = write_report(ev, rep, Path(tmp), ("pdf", "svg", "png"), components.export_style())
+                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+                    for p in written:
+                        z.write(p, p.relative_to(tmp))
+            st.session_state[str(zkey)] = buf.getvalue()
+    if str(zkey) in st.session_state:
+        st.download_button("Download all (ZIP)", st.session_state[str(zkey)], "retrieval_report.zip",
+                           "application/zip", on_click="ignore", type="primary")

@@ -1,9 +1,11 @@
-"""The dashboard through Streamlit's AppTest: pages render on demo data with the core's numbers."""
+"""The dashboard through Streamlit's AppTest: every page renders on demo data with the core's
+numbers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -11,21 +13,26 @@ from analysis_core import evaluate, load_files
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
+PAGES = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
+         "views/histograms.py", "views/class_count.py", "views/ties.py", "views/confidence.py",
+         "views/generalization.py"]
 
 
-def _map_column(at):
-    df = at.dataframe[0].value
-    return df["mAP"].to_dict()
+def _open(demo: str, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    if demo != "digits":
+        at.radio(key="data_source").set_value(demo).run()
+    if page:
+        at.switch_page(page).run()
+    return at
 
 
 @pytest.mark.parametrize("demo", ["digits", "many_classes"])
 def test_overview_shows_the_cores_numbers_on_demo_data(demo):
-    at = AppTest.from_file(APP, default_timeout=180).run()
-    if demo != "digits":
-        at.radio[0].set_value(demo).run()
+    at = _open(demo)
     assert not at.exception
     ref = evaluate(load_files([ROOT / "demo_data" / f"{demo}.npz"])).summary()
-    shown = _map_column(at)
+    shown = at.dataframe[0].value["mAP"].to_dict()
     assert set(shown) == set(ref["methods"])
     for m, v in ref["methods"].items():
         assert shown[m] == pytest.approx(v["map"]["expected"], abs=1e-12)
@@ -34,8 +41,50 @@ def test_overview_shows_the_cores_numbers_on_demo_data(demo):
     assert metrics["Classes"] == f"{ref['dataset']['n_classes']:,}"
 
 
-def test_upload_mode_without_files_asks_for_them():
-    at = AppTest.from_file(APP, default_timeout=180).run()
-    at.radio[0].set_value("upload").run()
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_many_class_demo(page):
+    at = _open("many_classes", page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.title) == 1
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if "confidence" not in p])
+def test_every_page_renders_on_the_digits_demo(page):
+    at = _open("digits", page)
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_class_count_sliders_change_the_sampled_metrics_to_the_cores_values():
+    at = _open("many_classes", "views/class_count.py")
+    before = {m.label: m.value for m in at.metric}
+    at.slider(key="cc-classes").set_value(100).run()
+    at.slider(key="cc-group").set_value(5).run()
+    assert not at.exception
+    after = {m.label: m.value for m in at.metric}
+    assert after["Items"] != before["Items"]
+    ds = load_files([ROOT / "demo_data" / "many_classes.npz"])
+    ref = evaluate(ds, methods=["epoch_3"], ks=(1,), max_classes=100, group_size=5, seed=0).summary()
+    m = ref["methods"]["epoch_3"]
+    assert after["Recall@1"] == f"{m['recall_at_k']['1']:.4f}"
+    assert after["Grouped R@1 (S = 5)"] == f"{m['grouped_recall_at_k']['k']['1']['mean']:.4f}"
+    assert after["Items"] == f"{ref['dataset']['n_items']:,}"
+
+
+def test_upload_mode_without_files_asks_for_them_and_pages_stay_calm():
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.radio(key="data_source").set_value("upload").run()
     assert not at.exception
     assert any("Upload" in i.value for i in at.info)
+    at.switch_page("views/statistics.py").run()
+    assert not at.exception and any("Upload" in i.value for i in at.info)
+
+
+def test_statistics_page_numbers_equal_the_core():
+    from analysis_core.stats.variability import ap_frame, one_way
+
+    at = _open("digits", "views/statistics.py")
+    shown = at.dataframe[0].value.set_index("test")
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    ap = ap_frame(evaluate(ds), ["pixels", "pca16"])
+    ref = one_way(ap).tests.set_index("test")
+    np.testing.assert_allclose(shown.loc["anova", "statistic"], ref.loc["anova", "statistic"], rtol=1e-12)

@@ -1,0 +1,46 @@
+"""Class count & group size: metrics on C sampled classes, grouped Recall@K with its interval,
+and the sweep curves."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis_core.figures.class_count import sweep_figure
+from dashboard import cache, components, state
+from dashboard.views.common import alpha, current, similarity
+
+st.title("Class count & group size")
+got = current()
+if got is not None:
+    key, ev = got
+    ds = st.session_state[state.DATASET][1]
+    n_all = ds.n_classes
+    method = st.selectbox("Method", ev.methods)
+    c1, c2, c3 = st.columns(3)
+    n_classes = c1.slider("Number of classes C", 2, n_all, n_all, key="cc-classes",
+                          help="evaluate C classes drawn at random (seeded)")
+    group_size = c2.slider("Group size S", 2, max(2, min(n_classes, 100)), min(10, n_classes), key="cc-group",
+                           help="classes per group for Grouped Recall@K")
+    seed = c3.number_input("Seed", 0, 10_000, 0)
+    sub = cache.subset_evaluation(key, similarity(), method, n_classes, group_size, seed, alpha(), ds)
+    s = sub.summary()
+    m = s["methods"][method]
+    g = m["grouped_recall_at_k"]
+    k1 = g["k"]["1"]
+    cols = st.columns(5)
+    cols[0].metric("Items", f"{s['dataset']['n_items']:,}")
+    cols[1].metric("Recall@1", f"{m['recall_at_k']['1']:.4f}")
+    cols[2].metric("MAP@R", f"{m['map_at_r']:.4f}")
+    cols[3].metric(f"Grouped R@1 (S = {group_size})", f"{k1['mean']:.4f}" if k1["mean"] is not None else "–",
+                   help=f"{100 * (1 - alpha()):g}% interval over {g['n_groups']} groups")
+    cols[4].metric("JSD", f"{m['jsd']:.4f}")
+    lo, hi = k1["ci_low"], k1["ci_high"]
+    st.caption(f"Grouped Recall@1 interval: [{lo:.4f}, {hi:.4f}] over {g['n_groups']} groups; "
+               f"{g['n_dropped_classes']} left-over classes dropped." if lo is not None and lo == lo
+               else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
+    st.subheader("Sweep over the number of classes")
+    repeats = st.slider("Repeats per class count", 1, 5, 3)
+    sw = cache.sweep(key, similarity(), method, min(group_size, max(2, n_all // 2)), repeats, ds)
+    components.figure(sweep_figure(sw, title=f"Metrics against the number of classes ({method})"), "class_sweep", sw)
+    st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
+                 .agg(["mean", "std"]).round(4), width="stretch")

@@ -1,0 +1,37 @@
+"""Similarity histograms: positive vs negative pairs, JSD, per method and per split."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analysis_core.figures.class_count import histogram_figure
+from analysis_core.stats.histograms import histogram_table
+from dashboard import cache, components, state
+from dashboard.views.common import alpha, current, ks, similarity
+
+st.title("Positive and negative pair similarities")
+got = current()
+if got is not None:
+    key, ev = got
+    ds = ev.dataset
+    split_evals = {}
+    if ds.split is not None:
+        for sp in sorted(set(ds.split.tolist())):
+            split_evals[sp] = cache.split_evaluation(key, similarity(), ks(), sp, 10, 0, alpha(),
+                                                     st.session_state[state.DATASET][1])
+    hist = histogram_table(ev, split_evals)
+    c1, c2, c3 = st.columns(3)
+    method = c1.selectbox("Method", ev.methods)
+    split = c2.selectbox("Split", ["all", *split_evals]) if split_evals else "all"
+    normalized = c3.toggle("Area-normalised", value=True)
+    part = hist[(hist["method"] == method) & (hist["split"] == split)]
+    e = ev if split == "all" else split_evals[split]
+    summ = e.method_summary(method)
+    components.figure(histogram_figure(part, normalized, title=f"{method} · {split}: JSD = {summ['jsd']:.3f}"),
+                      f"histograms_{method}_{split}", part)
+    keys = ("jsd", "mean_pos_similarity", "mean_neg_similarity", "n_pos_pairs", "n_neg_pairs")
+    rows = [{"method": m, "split": sp, **{k: ee.method_summary(m)[k] for k in keys}}
+            for sp, ee in [("all", ev), *split_evals.items()] for m in ev.methods]
+    st.subheader("Per method (checkpoint) and split")
+    components.table(pd.DataFrame(rows), "jsd_by_method_split")

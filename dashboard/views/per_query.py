@@ -1,0 +1,45 @@
+"""Per query & class: AP by class, the worst classes and queries, a query's nearest neighbours."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis_core.engine.topk import top_k
+from analysis_core.figures.variability import ap_by_class_figure
+from analysis_core.stats.variability import ap_frame, class_summary
+from dashboard import components
+from dashboard.views.common import current, similarity
+
+st.title("Per query & per class")
+got = current()
+if got is not None:
+    key, ev = got
+    ds = ev.dataset
+    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
+    ap = ap_frame(ev, methods or ev.methods)
+    n_cls = st.slider("Classes shown (lowest mean AP first)", 5, max(5, min(100, ap["label"].nunique())),
+                      min(30, max(5, ap["label"].nunique())))
+    components.figure(ap_by_class_figure(ap, max_classes=n_cls), "ap_by_class", ap)
+
+    st.subheader("Worst classes")
+    components.table(class_summary(ap), "classes_by_mean_ap", height=300)
+
+    st.subheader("Worst queries")
+    m = st.selectbox("Method", ev.methods, key="pq-method")
+    pq = ev.per_query(m)
+    worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
+    components.table(worst, f"worst_queries_{m}", height=300)
+
+    st.subheader("Drill-down: a query's nearest neighbours")
+    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, int(worst["query"].iloc[0]))
+    scores, idx = top_k(ds.embeddings[m], 10, similarity=similarity(), queries=np.array([q]))
+    ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
+    nn = pd.DataFrame({"rank": np.arange(1, 11), "item": idx[0], "id": ids[idx[0]], "label": ds.labels[idx[0]],
+                       "same class": ds.labels[idx[0]] == ds.labels[q], "score": scores[0]})
+    row = pq[pq["query"] == q].iloc[0]
+    st.caption(f"Query {q} (id {ids[q]}, class {ds.labels[q]}): AP {row['ap']:.4f} "
+               f"[{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], {int(row['n_positives'])} positives. "
+               "Top 10 by faiss; tied scores are shown in faiss's order (metrics average over tie orders).")
+    st.dataframe(nn, width="stretch", hide_index=True)

@@ -1,0 +1,29 @@
+"""PR bands: mean precision-recall curves with confidence bands, overall, per class, per method."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis_core.figures.variability import pr_bands_figure
+from dashboard import cache, components
+from dashboard.views.common import alpha, current, ks, similarity
+
+st.title("Precision-recall bands")
+c1, c2 = st.columns(2)
+n_recall = c1.slider("Recall points N_P", 3, 51, 11, help="recall grid r_j = j/(N_P − 1)")
+kind = c2.radio("Band", ["t", "bootstrap"], horizontal=True,
+                format_func={"t": "pointwise t interval", "bootstrap": "simultaneous (bootstrap)"}.get)
+got = current(n_recall)
+if got is not None:
+    key, ev = got
+    b = cache.bands(key, similarity(), ks(), n_recall, alpha(), kind, ev)
+    methods = st.multiselect("Methods", ev.methods, default=ev.methods)
+    classes = sorted(c for c in b["class"].unique() if c != "all")
+    chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
+    splits = sorted(b["split"].unique()) if "split" in b.columns else ["all"]
+    split = st.selectbox("Split", splits) if len(splits) > 1 else "all"
+    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], split=split)
+    shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
+    components.figure(fig, "pr_bands", shown)
+    st.caption(f"{100 * (1 - alpha()):g}% {'pointwise' if kind == 't' else 'simultaneous'} band; n = queries "
+               "averaged at each recall level.")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +21,8 @@ ART = ROOT / "tests" / "e2e" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]
+PAGES = ["Overview", "Per query & class", "PR bands", "Statistics", "Similarity histograms",
+         "Class count & group size", "Ties", "Confidence", "Generalization"]
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
@@ -39,7 +44,6 @@ def server():
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -47,69 +51,203 @@ def server():
                 break
         except OSError:
             time.sleep(0.3)
-    yield url
+    yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=20)
 
 
-@pytest.fixture()
-def page(server):
+@pytest.fixture(scope="module")
+def browser():
     ART.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(server)
-        yield pg
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
 
 
-def _wait_ready(pg, text: str, timeout: float = 120_000) -> None:
-    pg.get_by_text(text, exact=False).first.wait_for(timeout=timeout)
+@pytest.fixture()
+def page(server, browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.goto(server)
+    yield pg
+    ctx.close()
+
+
+def _settle(pg, timeout: float = 180_000) -> None:
+    """Wait until the app has finished running (no 'running' status widget)."""
+    pg.wait_for_timeout(300)
     pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
-def test_opens_on_demo_data_without_errors(page):
-    _wait_ready(page, "Summary (CSV)")
-    page.locator("[data-testid='stDataFrame'] canvas").first.wait_for()
-    page.wait_for_timeout(1500)  # let the canvas grid paint before the screenshot
-    assert page.locator("[data-testid='stException']").count() == 0
-    page.screenshot(path=str(ART / "overview_demo.png"), full_page=True)
+def _wait_text(pg, text: str, timeout: float = 180_000) -> None:
+    pg.get_by_text(text, exact=False).first.wait_for(timeout=timeout)
+    _settle(pg, timeout)
 
 
-def test_upload_shows_the_clis_map_and_a_bad_file_shows_its_message(page, tmp_path):
+def _no_exception(pg) -> None:
+    assert pg.locator("[data-testid='stException']").count() == 0
+
+
+def _shot(pg, name: str) -> None:
+    if pg.locator("[data-testid='stDataFrame'] canvas").count():
+        pg.wait_for_timeout(1200)  # let canvas grids paint
+    pg.screenshot(path=str(ART / f"{name}.png"), full_page=True)
+
+
+def _metric_changes(pg, index: int, before: str, timeout: float = 60_000) -> None:
+    """Wait until the index-th metric shows something other than ``before`` and the run ends."""
+    pg.wait_for_function("([i, b]) => { const m = document.querySelectorAll('[data-testid=\"stMetricValue\"]');"
+                         " return m.length > i && m[i].innerText !== b; }", arg=[index, before], timeout=timeout)
+    _settle(pg)
+
+
+def _summary_csv(pg) -> pd.DataFrame:
+    with pg.expect_download() as dl:
+        pg.get_by_role("button", name="Summary (CSV)").click()
+    return pd.read_csv(dl.value.path())
+
+
+def _upload(pg, *paths: Path) -> None:
+    pg.get_by_text("Upload files").click()
+    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+
+
+def _replace_uploads(pg, *paths: Path) -> None:
+    """Remove the uploaded files (the uploader appends), then upload ``paths``."""
+    delete = pg.locator("[data-testid='stFileUploader'] button[aria-label^='Remove ']")
+    while delete.count():
+        delete.first.click()
+        _settle(pg)
+    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+
+
+def _cli_map(path_args: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-m", "analysis_core", "evaluate", *path_args, "--quiet"],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    return {m: v["map"]["expected"] for m, v in json.loads(out.stdout)["methods"].items()}
+
+
+def test_every_page_renders_on_demo_data(page):
+    page.get_by_text("Demo: 600 classes").click()
+    _wait_text(page, "Summary (CSV)")
+    for name in PAGES:
+        page.get_by_role("link", name=name).click()
+        _settle(page)
+        page.get_by_role("heading").first.wait_for()
+        _no_exception(page)
+        _shot(page, "page_" + name.lower().replace(" & ", "_").replace(" ", "_"))
+
+
+def test_sliders_move_and_a_pdf_export_downloads(page):
+    page.get_by_text("Demo: 600 classes").click()
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_role("link", name="Class count & group size").click()
+    _wait_text(page, "Grouped R@1")
+    items_before = page.locator("[data-testid='stMetricValue']").first.inner_text()
+    grouped_before = page.locator("[data-testid='stMetricValue']").nth(3).inner_text()
+    def slider(label: str):
+        return page.locator(f"[aria-label='{label}'] input[type='range']").first
+
+    slider("Number of classes C").focus()
+    for _ in range(5):
+        page.keyboard.press("PageDown")  # fewer classes
+    _metric_changes(page, 0, items_before)
+    grouped_mid = page.locator("[data-testid='stMetricValue']").nth(3).inner_text()
+    slider("Group size S").focus()
+    page.keyboard.press("ArrowRight")  # larger groups
+    page.keyboard.press("ArrowRight")
+    _metric_changes(page, 3, grouped_mid)
+    assert page.locator("[data-testid='stMetricValue']").nth(3).inner_text() not in (grouped_before, grouped_mid)
+    _no_exception(page)
+    _shot(page, "class_count_after_sliders")
+    with page.expect_download(timeout=120_000) as dl:
+        page.get_by_role("button", name="PDF").first.click()
+    pdf = Path(dl.value.path()).read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/Font" in pdf
+
+
+def test_uploads_show_the_clis_map_and_a_bad_file_shows_its_message(page, tmp_path):
     rng = np.random.default_rng(7)
     X = rng.standard_normal((300, 8)).astype(np.float32)
     y = rng.integers(0, 6, 300)
-    good = tmp_path / "upload_me.npz"
-    np.savez(good, embeddings=X, labels=y)
-    out = subprocess.run([sys.executable, "-m", "analysis_core", "evaluate", str(good), "--quiet"],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
-    expected = json.loads(out.stdout)["methods"]["upload_me"]["map"]["expected"]
+    npz = tmp_path / "upload_me.npz"
+    np.savez(npz, embeddings=X, labels=y)
+    csv = tmp_path / "table_upload.csv"
+    pd.DataFrame({"label": y, **{f"f{i}": X[:, i] for i in range(8)}}).to_csv(csv, index=False)
+    second = tmp_path / "second.npz"
+    np.savez(second, embeddings=X[:, :4] + 0.1 * rng.standard_normal((300, 4)).astype(np.float32), labels=y)
 
-    _wait_ready(page, "Summary")
-    page.get_by_text("Upload files").click()
-    page.locator("input[type='file']").set_input_files(str(good))
-    _wait_ready(page, "upload_me")
-    page.get_by_text("Summary").first.wait_for()
-    grid = page.locator("[data-testid='stDataFrame']").first
-    grid.wait_for()
-    page.screenshot(path=str(ART / "overview_upload.png"), full_page=True)
-    # the summary table's CSV download holds the exact numbers shown
-    with page.expect_download() as dl:
-        page.get_by_role("button", name="Summary (CSV)").click()
-    csv = Path(dl.value.path()).read_text().splitlines()
-    header, row = csv[0].split(","), csv[1].split(",")
-    assert row[0] == "upload_me"
-    assert float(row[header.index("mAP")]) == pytest.approx(expected, abs=1e-12)
+    _wait_text(page, "Summary (CSV)")
+    _upload(page, npz)
+    _wait_text(page, "Source: upload_me.npz")
+    got = _summary_csv(page).set_index("method")["mAP"]
+    assert got["upload_me"] == pytest.approx(_cli_map([str(npz)])["upload_me"], abs=1e-12)
+    _shot(page, "overview_upload")
+
+    _replace_uploads(page, csv)
+    _wait_text(page, "Source: table_upload.csv")
+    got = _summary_csv(page).set_index("method")["mAP"]
+    assert got["table_upload"] == pytest.approx(_cli_map([str(csv)])["table_upload"], abs=1e-12)
+
+    _replace_uploads(page, npz, second)
+    _wait_text(page, "Source: upload_me.npz, second.npz")
+    got = _summary_csv(page).set_index("method")["mAP"]
+    ref = _cli_map([str(npz), str(second)])
+    assert set(got.index) == {"upload_me", "second"}
+    for m, v in ref.items():
+        assert got[m] == pytest.approx(v, abs=1e-12)
 
     bad = tmp_path / "broken.npz"
     Xb = X.copy()
     Xb[5, 1] = np.nan
     np.savez(bad, embeddings=Xb, labels=y)
-    page.locator("input[type='file']").set_input_files(str(bad))
+    _replace_uploads(page, bad)
     page.get_by_text("NaN or infinite values").first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ART / "overview_bad_upload.png"), full_page=True)
-    # the session keeps working: back to a demo set
-    page.get_by_text("Demo: handwritten digits").click()
-    _wait_ready(page, "Source: digits.npz")
-    assert page.locator("[data-testid='stException']").count() == 0
+    _shot(page, "overview_bad_upload")
+    page.get_by_text("Demo: handwritten digits").click()  # the session keeps working
+    _wait_text(page, "Source: digits.npz")
+    _no_exception(page)
+
+
+def test_two_sessions_uploading_at_once_each_see_their_own_numbers(server, browser, tmp_path):
+    files, expected = [], []
+    for i in range(2):
+        rng = np.random.default_rng(100 + i)
+        p = tmp_path / f"session{i}.npz"
+        np.savez(p, embeddings=rng.standard_normal((400, 6 + i)).astype(np.float32),
+                 labels=rng.integers(0, 5 + i, 400))
+        files.append(p)
+        expected.append(_cli_map([str(p)])[f"session{i}"])
+    pages = []
+    for _ in range(2):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        pg = ctx.new_page()
+        pg.goto(server)
+        _wait_text(pg, "Summary (CSV)")
+        pages.append(pg)
+    for pg, f in zip(pages, files, strict=True):  # both uploads in flight before either is read
+        _upload(pg, f)
+    for i, pg in enumerate(pages):
+        _wait_text(pg, f"Source: session{i}.npz")
+        got = _summary_csv(pg).set_index("method")["mAP"]
+        assert list(got.index) == [f"session{i}"]
+        assert got.iloc[0] == pytest.approx(expected[i], abs=1e-12)
+        pg.context.close()
+
+
+def test_export_all_zip_contains_every_figure_and_table(page):
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_role("button", name="Prepare the archive").click()
+    page.get_by_role("button", name="Download all (ZIP)").wait_for(timeout=300_000)
+    with page.expect_download(timeout=120_000) as dl:
+        page.get_by_role("button", name="Download all (ZIP)").click()
+    names = set(zipfile.ZipFile(io.BytesIO(Path(dl.value.path()).read_bytes())).namelist())
+    for t in ("pr_band", "anova", "tukey_hsd", "games_howell", "two_way_anova", "mixed_model", "paired_tests",
+              "grouped_recall", "class_sweep", "histograms", "generalization"):
+        assert f"tables/{t}.csv" in names and f"tables/{t}.tex" in names, t
+    for f in ("pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "class_sweep"):
+        for fmt in ("pdf", "svg", "png"):
+            assert f"figures/{f}.{fmt}" in names, (f, fmt)
+    assert {"summary.json", "per_query.csv"} <= names
+

@@ -8,7 +8,7 @@ import streamlit as st
 from analysis_core import InputError
 from dashboard import cache, state
 
-st.set_page_config(page_title="Embedding retrieval evaluation", page_icon="📈", layout="wide")
+st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
 
 
 def sidebar() -> None:
@@ -54,16 +54,16 @@ sidebar()
 loaded = st.session_state.get(state.DATASET)
 ds = loaded[1] if loaded else None
 pages = [
-    st.Page("views/overview.py", title="Overview", icon="📊", default=True),
-    st.Page("views/per_query.py", title="Per query & class", icon="🔎"),
-    st.Page("views/pr_bands.py", title="PR bands", icon="📈"),
-    st.Page("views/statistics.py", title="Statistics", icon="🧮"),
-    st.Page("views/histograms.py", title="Similarity histograms", icon="📶"),
-    st.Page("views/class_count.py", title="Class count & group size", icon="🎚️"),
-    st.Page("views/ties.py", title="Ties", icon="🔗"),
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/per_query.py", title="Per query & class", icon=":material/search:"),
+    st.Page("views/pr_bands.py", title="PR bands", icon=":material/show_chart:"),
+    st.Page("views/statistics.py", title="Statistics", icon=":material/functions:"),
+    st.Page("views/histograms.py", title="Similarity histograms", icon=":material/bar_chart:"),
+    st.Page("views/class_count.py", title="Class count & group size", icon=":material/tune:"),
+    st.Page("views/ties.py", title="Ties", icon=":material/link:"),
 ]
 if ds is not None and ds.confidence is not None:
-    pages.append(st.Page("views/confidence.py", title="Confidence", icon="🎯"))
+    pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))
 if ds is not None and ds.split is not None:
-    pages.append(st.Page("views/generalization.py", title="Generalization", icon="🧪"))
+    pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
 st.navigation(pages).run()

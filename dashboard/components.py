@@ -50,4 +50,4 @@ def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int |
 
 def warnings(messages: list[str]) -> None:
     for m in messages:
-        st.warning(m, icon="⚠️")
+        st.warning(m, icon=":material/warning:")

@@ -40,7 +40,10 @@ if got is not None:
                else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
     st.subheader("Sweep over the number of classes")
     repeats = st.slider("Repeats per class count", 1, 5, 3)
-    sw = cache.sweep(key, similarity(), method, min(group_size, max(2, n_all // 2)), repeats, ds)
+    sweep_s = min(10, max(2, n_all // 2))  # fixed, so that the sliders above never recompute the sweep
+    st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
+               "whiskers span the repeats.")
+    sw = cache.sweep(key, similarity(), method, sweep_s, repeats, ds)
     components.figure(sweep_figure(sw, title=f"Metrics against the number of classes ({method})"), "class_sweep", sw)
     st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
                  .agg(["mean", "std"]).round(4), width="stretch")

@@ -25,7 +25,7 @@ from .figures.class_count import (
 )
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.bands import pr_bands
-from .stats.class_count import class_count_sweep, error_reject_curve, generalization_gap, grouped_recall
+from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
 from .stats.histograms import histogram_table
 from .stats.variability import (
     TooManyGroups,
@@ -152,13 +152,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
 
     if split_evals:
         ref = "train" if "train" in split_evals else sorted(split_evals)[0]
-        gens = []
-        for m in ev.methods:
-            per = {sp: e.method_summary(m) | {"recall_at_1": e.method_summary(m)["recall_at_k"]["1"],
-                                              "map": e.method_summary(m)["map"]["expected"]}
-                   for sp, e in split_evals.items()}
-            gens.append(generalization_gap(per, {sp: e.grouped[m] for sp, e in split_evals.items()}, ref, alpha)
-                        .assign(method=m))
+        gens = [split_generalization(split_evals, m, ref, alpha).assign(method=m) for m in ev.methods]
         gen = pd.concat(gens, ignore_index=True)
         rep.tables["generalization"] = gen[["method"] + [c for c in gen.columns if c != "method"]]
         rep.captions["generalization"] = f"Metrics per split and the gap {ref} minus each other split."

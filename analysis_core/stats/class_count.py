@@ -172,6 +172,16 @@ def generalization_gap(per_split: dict[str, dict], grouped: dict[str, GroupedRec
     return pd.DataFrame(rows)
 
 
+def split_generalization(split_evals: dict, method: str, reference: str, alpha: float = 0.05) -> pd.DataFrame:
+    """:func:`generalization_gap` of one method from per-split evaluations (split -> Evaluation
+    evaluated with a group size, so each carries its grouped recall)."""
+    per = {}
+    for sp, e in split_evals.items():
+        s = e.method_summary(method)
+        per[sp] = s | {"recall_at_1": s["recall_at_k"]["1"], "map": s["map"]["expected"]}
+    return generalization_gap(per, {sp: e.grouped[method] for sp, e in split_evals.items()}, reference, alpha)
+
+
 @dataclass(frozen=True)
 class ErrorRejectCurve:
     """``curve``: fraction_rejected, n_kept, error, oracle_error. ``auc`` / ``oracle_auc``: the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core.figures.class_count import generalization_figure
-from analysis_core.stats.class_count import generalization_gap
+from analysis_core.stats.class_count import split_generalization
 from dashboard import cache, components, state
 from dashboard.views.common import alpha, current, ks, similarity
 
@@ -19,9 +19,7 @@ if got is not None:
     ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
     group_size = st.slider("Group size S", 2, 50, 10)
     evs = {sp: cache.split_evaluation(key, similarity(), ks(), sp, group_size, 0, alpha(), ds) for sp in splits}
-    per = {sp: e.method_summary(method) | {"recall_at_1": e.method_summary(method)["recall_at_k"]["1"],
-                                           "map": e.method_summary(method)["map"]["expected"]} for sp, e in evs.items()}
-    gen = generalization_gap(per, {sp: e.grouped[method] for sp, e in evs.items()}, ref, alpha())
+    gen = split_generalization(evs, method, ref, alpha())
     components.figure(generalization_figure(gen, splits, title=f"Metrics per split ({method})"), "generalization",
                       gen)
     components.table(gen, "generalization")

@@ -31,7 +31,10 @@ if got is not None:
     components.figure(histogram_figure(part, normalized, title=f"{method} · {split}: JSD = {summ['jsd']:.3f}"),
                       f"histograms_{method}_{split}", part)
     keys = ("jsd", "mean_pos_similarity", "mean_neg_similarity", "n_pos_pairs", "n_neg_pairs")
-    rows = [{"method": m, "split": sp, **{k: ee.method_summary(m)[k] for k in keys}}
-            for sp, ee in [("all", ev), *split_evals.items()] for m in ev.methods]
+    rows = []
+    for sp, ee in [("all", ev), *split_evals.items()]:
+        for m in ev.methods:
+            summary = ee.method_summary(m)
+            rows.append({"method": m, "split": sp, **{k: summary[k] for k in keys}})
     st.subheader("Per method (checkpoint) and split")
     components.table(pd.DataFrame(rows), "jsd_by_method_split")

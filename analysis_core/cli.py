@@ -1,7 +1,8 @@
 """Command line: ``python -m analysis_core check|evaluate`` (SPEC section 5).
 
-Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 1 an internal
-error (short message; set ANALYSIS_CORE_DEBUG=1 for the traceback).
+Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 3 the Dask
+cluster could not finish (nothing written), 1 an internal error (short message; set
+ANALYSIS_CORE_DEBUG=1 for the traceback).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import ComputeError, InputError
 from .export.tables import json_text, write_per_query
 from .io import SIMILARITIES, Dataset, load_files, validate
 
@@ -115,13 +116,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def _compute(args: argparse.Namespace):
+    """The compute backend as a context manager: this process, or a Dask cluster."""
+    import contextlib
+
+    if args.workers is None and args.scheduler is None:
+        return contextlib.nullcontext(None)
+    from .engine.distributed import DaskCompute
+
+    return DaskCompute(workers=args.workers, scheduler=args.scheduler)
+
+
+def _evaluate(args: argparse.Namespace, ds: Dataset, **kw):
     from .evaluation import evaluate
 
+    with _compute(args) as compute:
+        ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, split=args.split,
+                      seed=args.seed, query_sample=args.query_sample, compute=compute,
+                      progress=None if args.quiet else _progress_printer(), **kw)
+    for note in ev.compute_notes:
+        sys.stderr.write(f"note: {note}\n")
+    return ev
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
     ds = _load(args)
-    ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, block_size=args.block_size,
-                  n_threads=args.threads, split=args.split, group_size=args.group_size, max_classes=args.max_classes,
-                  seed=args.seed, progress=None if args.quiet else _progress_printer())
+    ev = _evaluate(args, ds, block_size=args.block_size, n_threads=args.threads, group_size=args.group_size,
+                   max_classes=args.max_classes)
     summary = ev.summary()
     if args.out:
         out = Path(args.out)
@@ -149,13 +170,11 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate
     from .export.figures import FigureStyle
     from .report import build_report, write_report
 
     ds = _load(args)
-    ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, split=args.split,
-                  progress=None if args.quiet else _progress_printer())
+    ev = _evaluate(args, ds, alpha=args.alpha)
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
                        group_size=args.group_size, sweep_repeats=args.sweep_repeats)
     out = Path(args.out)
@@ -168,6 +187,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stderr.write(f"warning: {w}\n")
     print(f"wrote {len(written)} files to {out}")
     return 0
+
+
+def _add_scale_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--query-sample", type=_number(int, lambda v: v >= 2, "an integer >= 2"), default=None,
+                   metavar="N", help="evaluate N queries (stratified by class, seeded by --seed) against the whole "
+                   "gallery; every mean gets a confidence interval")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=_positive, default=None, metavar="N",
+                   help="run the pass on a local Dask cluster of N worker processes (same results)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the pass on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (same results)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add Grouped Recall@K over random groups of S classes (with a CI)")
     e.add_argument("--max-classes", type=_positive, default=None,
                    help="evaluate C classes sampled at random (seeded) instead of all")
-    e.add_argument("--seed", type=int, default=0, help="seed for class groups and class sampling")
+    e.add_argument("--seed", type=int, default=0, help="seed for class groups, class and query sampling")
+    _add_scale_args(e)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
     r = sub.add_parser("report", help="everything for a paper: summary, tables (CSV + LaTeX), figures")
@@ -209,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--group-size", type=_positive, default=10, help="classes per group S for Grouped Recall@K")
     r.add_argument("--sweep-repeats", type=_positive, default=3, help="class samples per class count in the sweep")
     r.add_argument("--split", help="evaluate within this split only")
+    _add_scale_args(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_report)
     return p
@@ -221,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except ComputeError as exc:
+        sys.stderr.write(f"error: {exc} Nothing was written.\n")
+        return 3
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

@@ -11,3 +11,8 @@ class InputError(ValueError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"{source}: {problem} Fix: {fix}")
+
+
+class ComputeError(RuntimeError):
+    """The compute backend could not finish (cluster unreachable, workers lost, inconsistent
+    workers). Nothing partial is returned: the CLI exits 3 with this message and writes nothing."""

@@ -11,6 +11,7 @@ from .engine.core import PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .stats.histograms import jensen_shannon
+from .stats.sampling import QuerySample, stratified_interval, stratified_sample
 
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
@@ -34,6 +35,9 @@ class Evaluation:
     split: str | None = None
     grouped: dict | None = None  # method -> GroupedRecall, when a group size was given
     sampled_from_classes: int | None = None  # with max_classes: the class count sampled from
+    query_sample: QuerySample | None = None  # with query sampling: the design (positions in rows)
+    alpha: float = 0.05
+    compute_notes: tuple[str, ...] = ()
 
     @property
     def methods(self) -> list[str]:
@@ -82,28 +86,55 @@ class Evaluation:
         keep = r.values[:, 0] > 0
         return self.rows[r.query_items[keep]], r.recall_grid, r.pr_curves[keep]
 
+    def class_query_counts(self) -> dict[str, int]:
+        """Queries with a positive per class in the evaluated set (the sampling frame, when sampled)."""
+        r = next(iter(self.results.values()))
+        pos = self.query_sample.frame if self.query_sample is not None else r.query_items[r.values[:, 0] > 0]
+        u, c = np.unique(self.dataset.labels[self.rows[pos]], return_counts=True)
+        return dict(zip(u.tolist(), c.tolist(), strict=True))
+
     def method_summary(self, method: str) -> dict:
+        """Means over the queries (exact), or with query sampling stratified estimates, their
+        intervals under ``intervals`` (same keys) and the pair statistics of the sampled queries."""
         r = self.results[method]
         keep = r.values[:, 0] > 0
         col = {c: r.values[keep, i] for i, c in enumerate(r.columns)}
+        col["mixed_ties"] = (col["n_mixed_tie_blocks"] > 0).astype(np.float64)
+        intervals: dict = {}
+        if self.query_sample is None:
+            def mean(c: str, key: str) -> float:
+                return _fmean(col[c])
+        else:
+            qs = self.query_sample
+            stratum = np.full(self.rows.size, -1, np.int64)
+            stratum[qs.frame] = qs.stratum_of
+            st = stratum[r.query_items[keep]]
+
+            def mean(c: str, key: str) -> float:
+                iv = stratified_interval(col[c], st, qs, self.alpha)
+                intervals[key] = iv
+                return iv["estimate"]
         out = {
-            "map": {"expected": _fmean(col["ap"]), "lower": _fmean(col["ap_lower"]), "upper": _fmean(col["ap_upper"])},
-            "map_at_r": _fmean(col["map_at_r"]),
-            "r_precision": _fmean(col["r_precision"]),
-            "precision_at_1": _fmean(col["precision_at_1"]),
-            "mrr": _fmean(col["rr"]),
-            "recall_at_k": {str(k): _fmean(col[f"recall_at_{k}"]) for k in self.ks},
-            "precision_at_k": {str(k): _fmean(col[f"precision_at_{k}"]) for k in self.ks},
+            "map": {"expected": mean("ap", "map"), "lower": mean("ap_lower", "map_lower"),
+                    "upper": mean("ap_upper", "map_upper")},
+            "map_at_r": mean("map_at_r", "map_at_r"),
+            "r_precision": mean("r_precision", "r_precision"),
+            "precision_at_1": mean("precision_at_1", "precision_at_1"),
+            "mrr": mean("rr", "mrr"),
+            "recall_at_k": {str(k): mean(f"recall_at_{k}", f"recall_at_{k}") for k in self.ks},
+            "precision_at_k": {str(k): mean(f"precision_at_{k}", f"precision_at_{k}") for k in self.ks},
             "jsd": jensen_shannon(r.hist_pos, r.hist_neg),
             "mean_pos_similarity": r.mean_pos_similarity,
             "mean_neg_similarity": r.mean_neg_similarity,
             "n_pos_pairs": r.n_pos_pairs,
             "n_neg_pairs": r.n_neg_pairs,
             "ties": {
-                "share_queries_with_mixed_ties": _fmean(col["n_mixed_tie_blocks"] > 0),
+                "share_queries_with_mixed_ties": mean("mixed_ties", "share_queries_with_mixed_ties"),
                 "n_unique_vectors": r.n_unique_vectors,
             },
         }
+        if intervals:
+            out["intervals"] = intervals
         if self.grouped and method in self.grouped:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
@@ -124,6 +155,11 @@ class Evaluation:
                 "source": ds.source,
                 **({"split": self.split} if self.split is not None else {}),
                 **({"sampled_from_classes": self.sampled_from_classes} if self.sampled_from_classes else {}),
+                **({"query_sample": {**self.query_sample.describe(),
+                                     "pair_statistics": "histograms, JSD, mean similarities and pair counts are "
+                                                        "over the sampled queries' pairs with the whole gallery "
+                                                        "(no interval)"}}
+                   if self.query_sample is not None else {}),
             },
             "methods": {m: self.method_summary(m) for m in self.results},
         }
@@ -134,13 +170,17 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
              block_size: int = 512, n_threads: int | None = None, split: str | None = None,
              methods: list[str] | None = None, group_size: int | None = None, group_repeats: int = 1,
              max_classes: int | None = None, seed: int = 0, alpha: float = 0.05,
-             progress: Progress | None = None) -> Evaluation:
+             query_sample: int | None = None, compute=None, progress: Progress | None = None) -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 
     Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
     added to ``ks``). ``n_recall`` is the number N_P of recall grid points of the PR curves.
     ``group_size`` adds Grouped Recall@K (each k of ``ks``; ``group_repeats`` partitions, ``seed``,
     ``alpha``); ``max_classes`` evaluates ``max_classes`` classes drawn at random (``seed``).
+    ``query_sample`` evaluates that many queries (a stratified sample, ``seed``) against the whole
+    gallery; every per-query mean then comes with a ``1 - alpha`` interval
+    (:mod:`analysis_core.stats.sampling`). ``compute``: where the passes run (``None``: this
+    process; a :class:`~analysis_core.engine.distributed.DaskCompute`: a Dask cluster; same results).
     """
     validate(ds, similarity)
     if n_recall < 2:
@@ -173,6 +213,11 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     if sub.role is not None:
         isq = np.isin(sub.role, ("query", "both"))
         isg = np.isin(sub.role, ("gallery", "both"))
+    qs = None
+    if query_sample is not None:
+        qs, isq = _sample_queries(sub, isq, isg, query_sample, seed)
+        if isg is None:
+            isg = np.ones(sub.n_items, bool)
     names = methods or ds.methods
     unknown = [m for m in names if m not in ds.embeddings]
     if unknown:
@@ -185,7 +230,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                 progress(d, t, f"{_m}: {stage}")
         results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
-                              n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress)
+                              n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress,
+                              compute=compute)
     grouped = None
     if group_size is not None:
         from .stats.class_count import grouped_recall
@@ -194,4 +240,24 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
-                      grouped=grouped, sampled_from_classes=sampled_from)
+                      grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
+                      compute_notes=tuple(getattr(compute, "notes", ())))
+
+
+def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None, n: int,
+                    seed: int) -> tuple[QuerySample, np.ndarray]:
+    """The stratified query sample of ``sub`` and the matching query mask."""
+    codes = sub.label_codes
+    isq_all = np.ones(sub.n_items, bool) if isq is None else isq
+    isg_all = np.ones(sub.n_items, bool) if isg is None else isg
+    gal = np.bincount(codes[isg_all], minlength=int(codes.max()) + 1)
+    R = gal[codes] - isg_all.astype(np.int64)
+    frame = np.nonzero(isq_all & (R > 0))[0]
+    if not 2 <= n < frame.size:
+        raise InputError("settings", f"a query sample of {n} from {frame.size} queries with a positive.",
+                         f"use a sample size from 2 to {frame.size - 1}, or leave sampling out for the exact "
+                         "result.")
+    qs = stratified_sample(codes, frame, n, seed)
+    mask = np.zeros(sub.n_items, bool)
+    mask[qs.chosen] = True
+    return qs, mask

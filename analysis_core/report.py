@@ -31,6 +31,7 @@ from .stats.variability import (
     TooManyGroups,
     ap_frame,
     balanced_subsample,
+    class_summary,
     games_howell,
     mixed_model,
     one_way,
@@ -69,6 +70,13 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     if per_class_n:
         ap = balanced_subsample(ap, per_class_n, seed)
         rep.warnings.append(f"statistics use a balanced subsample of {per_class_n} queries per class (seed {seed}).")
+    rep.tables["classes"] = class_summary(ap, ev.class_query_counts() if ev.query_sample is not None else None)
+    rep.captions["classes"] = "Per-class AP: queries that contributed, mean, sd and minimum, lowest mean first." + (
+        " Query sample: of_queries = the class's queries sampled from." if ev.query_sample is not None else "")
+    if ev.query_sample is not None:
+        qs = ev.query_sample
+        rep.warnings.append(f"query sample: {qs.n} of {qs.N} queries (seed {qs.seed}); statistics are over the "
+                            "sampled queries and summary.json gives every mean with an interval.")
     ow = one_way(ap)
     rep.tables["anova"] = ow.tests
     rep.captions["anova"] = "One-way tests of per-query AP over " + (

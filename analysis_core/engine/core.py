@@ -22,6 +22,7 @@ scores; (2) all tiles are streamed, each negative is ranked against its query's 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import queue
@@ -92,8 +93,11 @@ def _prepare_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
     return np.ascontiguousarray(X64.astype(np.float32) + np.float32(0.0))
 
 
-def _canonical_order(Xf: np.ndarray, codes: np.ndarray):
-    """Unique vectors in canonical order, and the items sorted to match."""
+def _canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
+    """Unique vectors in canonical order, and the items sorted to match.
+
+    Order: vectors of queries first (so a few queries against a large gallery touch only the
+    first row tiles), then by smallest class code, then by bytes: content and roles only."""
     n, d = Xf.shape
     rows = Xf.view(np.dtype((np.void, Xf.dtype.itemsize * d))).ravel()
     _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
@@ -101,7 +105,9 @@ def _canonical_order(Xf: np.ndarray, codes: np.ndarray):
     n_u = first.shape[0]
     min_code = np.full(n_u, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(min_code, inv, codes)
-    u_order = np.lexsort((np.arange(n_u), min_code))  # bytes order breaks ties: content only
+    any_q = np.zeros(n_u, np.int64)
+    np.maximum.at(any_q, inv, isq.astype(np.int64))
+    u_order = np.lexsort((np.arange(n_u), min_code, 1 - any_q))  # bytes order breaks ties: content only
     u_rank = np.empty(n_u, np.int64)
     u_rank[u_order] = np.arange(n_u)
     item_u = u_rank[inv]
@@ -142,7 +148,10 @@ class _Tiles:
         a0, a1 = self.bounds(i)
         b0, b1 = self.bounds(j)
         A = self.X[a0:a1]
-        B = self.X[b0:b1]
+        # a copy on the diagonal: ``A @ A.T`` of one buffer goes to BLAS syrk, whose bits depend on
+        # how OpenBLAS was started (measured: a Dask worker's syrk differed from this process's);
+        # every tile is one sgemm call of the same shape instead
+        B = self.X[b0:b1].copy() if i == j else self.X[b0:b1]
         G = A @ B.T
         if self.similarity != "euclidean":
             return G
@@ -227,11 +236,297 @@ class _Workers:
             raise errors[0]
 
 
+@dataclass
+class Setup:
+    """Everything a block of queries needs, built once per pass (and sent once to each Dask worker).
+
+    Unique vectors ``Xu`` in canonical order, the item layout (``uptr``, ``lab``, flags), the
+    queries (``q_pos`` positions, ``R`` positives, ``q_tile`` row tile), the histogram range and
+    the tile bookkeeping. ``token`` identifies the setup (workers cache its tile computer).
+    """
+
+    Xu: np.ndarray
+    similarity: str
+    items: np.ndarray
+    item_u: np.ndarray
+    uptr: np.ndarray
+    lab: np.ndarray
+    q_c: np.ndarray
+    g_c: np.ndarray
+    q_pos: np.ndarray
+    R: np.ndarray
+    q_tile: np.ndarray
+    lo: float
+    hi: float
+    n_bins: int
+    ulab: np.ndarray
+    uq: np.ndarray
+    ug: np.ndarray
+    loo: bool
+    tile_shared: np.ndarray
+    tile_has_query: np.ndarray
+    pos_pairs: np.ndarray  # (P, 2) tile pairs I <= J holding a same-class pair
+    ks: np.ndarray
+    n_recall: int
+    interpolated: bool
+    columns: tuple[str, ...]
+    token: str
+
+    @property
+    def n(self) -> int:
+        return int(self.lab.shape[0])
+
+    @property
+    def n_tiles(self) -> int:
+        return max(1, math.ceil(self.Xu.shape[0] / TILE))
+
+    def tile_entries(self) -> np.ndarray:
+        """Positive-list entries (sum of R) of the queries of each row tile."""
+        return np.bincount(self.q_tile, weights=self.R, minlength=self.n_tiles)
+
+    def plan(self, c0: int, c1: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Tiles needed by the queries of row tiles [c0, c1): (positive tiles, pair tiles).
+
+        A tile is needed when its row or column tile holds a query of the block. Tiles holding no
+        query at all (gallery x gallery) are never computed: they rank nothing and hold no
+        query-gallery pair.
+        """
+        T = self.n_tiles
+        inc = np.zeros(T, bool)
+        inc[c0:c1] = self.tile_has_query[c0:c1]
+        pp = self.pos_pairs
+        pos = [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+        cols = np.nonzero(inc)[0]
+        pairs: list[tuple[int, int]] = []
+        for i in range(T):
+            js = range(i, T) if inc[i] else cols[cols >= i].tolist()
+            pairs.extend((i, j) for j in js)
+        return pos, pairs
+
+    def counts_pairs(self, i: int, j: int, c0: int, c1: int) -> bool:
+        """Whether block [c0, c1) bins tile (i, j)'s pairs: each tile is binned by exactly one
+        block, the one holding its row tile (its column tile when the row tile has no query)."""
+        owner = i if self.tile_has_query[i] else j
+        return c0 <= owner < c1
+
+
+def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
+            is_gallery: np.ndarray | None = None, similarity: str = "cosine",
+            ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
+            n_bins: int = 200) -> Setup:
+    """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
+    n = X.shape[0]
+    codes = np.asarray(codes, np.int64)
+    isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
+    isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
+    if ks_arr.size == 0 or ks_arr[0] < 1:
+        raise ValueError("every k must be a positive integer")
+    Xf = _prepare_vectors(X, similarity)
+    Xu, items, item_u, uptr = _canonical_order(Xf, codes, isq)
+    lab = codes[items]
+    q_c = isq[items]
+    g_c = isg[items]
+    q_pos = np.nonzero(q_c)[0]
+    # R of each query = same-class gallery items other than itself
+    gal_per_class = np.bincount(lab[g_c], minlength=int(codes.max()) + 1 if n else 0)
+    R = gal_per_class[lab[q_pos]] - g_c[q_pos].astype(np.int64)
+    lo, hi = _score_range(Xu, similarity)
+    first = uptr[:-1]
+    n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
+    tile_of_u = np.arange(Xu.shape[0]) // TILE
+    ulab = np.where(np.diff(uptr) == 1, lab[first], -1)  # -1: vector shared by several items
+    tile_shared = np.zeros(n_tiles, bool)
+    tile_shared[tile_of_u[ulab < 0]] = True
+    tile_has_query = np.zeros(n_tiles, bool)
+    tile_has_query[item_u[q_pos] // TILE] = True
+    pos_pairs = np.asarray(_positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
+    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
+    h = hashlib.blake2b(digest_size=16)
+    for a in (Xu, uptr, lab, q_c, g_c):
+        h.update(np.ascontiguousarray(a).data)
+    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated)).encode())
+    return Setup(
+        Xu=Xu, similarity=similarity, items=items, item_u=item_u, uptr=uptr, lab=lab, q_c=q_c, g_c=g_c,
+        q_pos=q_pos, R=R, q_tile=item_u[q_pos] // TILE, lo=lo, hi=hi, n_bins=n_bins, ulab=ulab,
+        uq=q_c[first].astype(np.uint8), ug=g_c[first].astype(np.uint8), loo=bool(q_c.all() and g_c.all()),
+        tile_shared=tile_shared, tile_has_query=tile_has_query, pos_pairs=pos_pairs, ks=ks_arr,
+        n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
+    )
+
+
+def memory_chunks(setup: Setup, memory_mb: int, n_threads: int) -> list[tuple[int, int]]:
+    """Row-tile ranges whose queries' positive lists fit in the memory budget."""
+    max_entries = max(1, memory_mb * 2**20 // (16 + 16 * n_threads))
+    return _chunks(setup.tile_entries(), max_entries)
+
+
+def split_blocks(chunks: list[tuple[int, int]], setup: Setup, n_blocks: int) -> list[tuple[int, int]]:
+    """Refine row-tile ranges into about ``n_blocks`` blocks with equal numbers of query tiles
+    (each query tile's row needs about the same number of tiles). Blocks without a query are
+    dropped. Results do not depend on the blocks: only the work each one repeats does."""
+    qt = np.nonzero(setup.tile_has_query)[0]
+    if qt.size == 0:
+        return chunks[:1]
+    n_blocks = max(1, min(n_blocks, qt.size))
+    cuts = {int(qt[(b * qt.size) // n_blocks]) for b in range(1, n_blocks)}
+    for c0, c1 in chunks:
+        cuts.update((c0, c1))
+    bounds = sorted(cuts | {0, setup.n_tiles})
+    out = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    return [(a, b) for a, b in out if setup.tile_has_query[a:b].any()]
+
+
+@dataclass
+class BlockResult:
+    """What one block of queries gives back: merged exactly by :func:`assemble`."""
+
+    c0: int
+    c1: int
+    chunk_q: np.ndarray  # indices into setup.q_pos
+    values: np.ndarray
+    curves: np.ndarray
+    hist: np.ndarray  # (2, n_bins) integer counts: [negative, positive]
+    tile_keys: np.ndarray  # (P, 2) tiles whose pairs this block binned
+    tile_sums: np.ndarray  # (P, 2) their (positive, negative) score sums
+
+
+_TILES_CACHE: dict[str, _Tiles] = {}
+
+
+def _tiles_for(setup: Setup) -> _Tiles:
+    """One tile computer per setup and process (a Dask worker runs many blocks of one setup)."""
+    t = _TILES_CACHE.get(setup.token)
+    if t is None:
+        _TILES_CACHE.clear()
+        t = _TILES_CACHE[setup.token] = _Tiles(setup.Xu, setup.similarity)
+    return t
+
+
+def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size: int = TILE,
+              workers: _Workers | None = None, plan=None) -> BlockResult:
+    """The three phases for the queries of row tiles [c0, c1) against the whole gallery."""
+    S_ = setup
+    tiles = _tiles_for(S_)
+    n = S_.n
+    pos_tiles, pair_tiles = plan if plan is not None else S_.plan(c0, c1)
+    if workers is None:
+        workers = _Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
+    n_threads = workers.n
+    lo, inv_width = S_.lo, S_.n_bins / (S_.hi - S_.lo)
+    uptr, lab, q_c, g_c, ulab, uq, ug = S_.uptr, S_.lab, S_.q_c, S_.g_c, S_.ulab, S_.uq, S_.ug
+    first = uptr[:-1]
+    chunk_q = np.nonzero((S_.q_tile >= c0) & (S_.q_tile < c1))[0]  # indices into q_pos
+    slot = np.full(n, -1, np.int64)
+    slot[S_.q_pos[chunk_q]] = np.arange(chunk_q.size)
+    toff = np.zeros(chunk_q.size + 1, np.int64)
+    np.cumsum(S_.R[chunk_q], out=toff[1:])
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        # phase 1: the block's queries' positive scores
+        thr = np.empty(int(toff[-1]), np.float32)
+        fill = np.zeros(chunk_q.size, np.int64)
+        fill_lock = threading.Lock()
+        kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
+        keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
+
+        def collect(w: int, ij: tuple[int, int]) -> None:
+            i, j = ij
+            S = tiles(i, j)
+            with fill_lock:
+                K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff, fill, thr)
+                if len(kept) < keep_max:
+                    kept[ij] = S
+
+        workers.run([[p] for p in pos_tiles], collect, "positives")
+        uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+        del thr
+        # lowest positive score of each item's query; +inf outside the block: never ranked
+        qmin = np.full(n, np.inf, np.float32)
+        has = uoff[1:] > uoff[:-1]
+        qmin[S_.q_pos[chunk_q[has]]] = uvals[uoff[:-1][has]]
+        uslot = slot[first]
+        uqmin = qmin[first]
+
+        # phase 2: rank negatives against them; bin each pair once (in the block owning its tile)
+        acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
+                np.zeros((2, 4, S_.n_bins), np.int64)) for _ in range(n_threads)]
+        cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
+        tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
+
+        def count(w: int, ij: tuple[int, int]) -> None:
+            i, j = ij
+            S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
+            if S is None:
+                S = tiles(i, j)
+            gt, eq, h = acc[w]
+            pairs = S_.counts_pairs(i, j, c0, c1)
+            sums = np.zeros(2, np.float64)
+            if S_.loo and not S_.tile_shared[i] and not S_.tile_shared[j]:
+                K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
+                                 inv_width, sums, cand_buf[w], pairs)
+            else:
+                K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab,
+                             uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs)
+            if pairs:
+                tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
+
+        rows_per_task = max(1, block_size // TILE)
+        tasks: dict[int, list[tuple[int, int]]] = {}
+        for i, j in pair_tiles:
+            tasks.setdefault(i // rows_per_task, []).append((i, j))
+        workers.run(list(tasks.values()), count, "pairs")
+
+        # phase 3: the block's per-query metrics
+        gt = sum(a[0] for a in acc)
+        eq = sum(a[1] for a in acc)
+        hist = sum(a[2] for a in acc).sum(axis=1)
+        v = np.empty((chunk_q.size, len(S_.columns)), np.float64)
+        c = np.empty((chunk_q.size, S_.n_recall), np.float64)
+        K.query_metrics(uoff, uvals, ur, gt, eq, S_.ks, S_.n_recall, S_.interpolated, v, c)
+    keys = sorted(tile_sums)
+    return BlockResult(c0=c0, c1=c1, chunk_q=chunk_q, values=v, curves=c, hist=hist,
+                       tile_keys=np.asarray(keys, np.int64).reshape(-1, 2),
+                       tile_sums=np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2))
+
+
+def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
+    """Merge block results exactly: per-query rows by position, integer histograms by addition,
+    per-tile sums by ``math.fsum`` in canonical tile order. Refuses an incomplete set of blocks."""
+    S_ = setup
+    nq = S_.q_pos.size
+    values = np.full((nq, len(S_.columns)), np.nan)
+    curves = np.full((nq, S_.n_recall), np.nan)
+    seen = np.zeros(nq, np.int64)
+    hist = np.zeros((2, S_.n_bins), np.int64)
+    for b in blocks:
+        values[b.chunk_q] = b.values
+        curves[b.chunk_q] = b.curves
+        seen[b.chunk_q] += 1
+        hist += b.hist
+    if not (seen == 1).all():
+        raise RuntimeError(f"internal error: {int((seen == 0).sum())} queries without a result and "
+                           f"{int((seen > 1).sum())} with several; no partial result is returned")
+    keys = np.concatenate([b.tile_keys for b in blocks]) if blocks else np.zeros((0, 2), np.int64)
+    sums = np.concatenate([b.tile_sums for b in blocks]) if blocks else np.zeros((0, 2))
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    if order.size and (np.diff(keys[order], axis=0) == 0).all(axis=1).any():
+        raise RuntimeError("internal error: a tile was binned twice")
+    sums = sums[order]
+    return PassResult(
+        query_items=S_.items[S_.q_pos], values=values, columns=S_.columns, pr_curves=curves,
+        recall_grid=np.arange(S_.n_recall) / (S_.n_recall - 1), hist_edges=np.linspace(S_.lo, S_.hi, S_.n_bins + 1),
+        hist_pos=hist[1], hist_neg=hist[0], sum_pos=math.fsum(sums[:, 0].tolist()),
+        sum_neg=math.fsum(sums[:, 1].tolist()), ks=tuple(int(k) for k in S_.ks),
+        n_unique_vectors=int(S_.Xu.shape[0]),
+    )
+
+
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
              is_gallery: np.ndarray | None = None, similarity: str = "cosine",
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
-             memory_mb: int = 1024, progress: Progress | None = None) -> PassResult:
+             memory_mb: int = 1024, progress: Progress | None = None, compute=None) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -245,135 +540,19 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         evaluated in chunks, computing the tiles shared by two chunks twice. Results do not
         depend on it.
     progress : called as ``progress(done, total, stage)`` from the calling thread.
+    compute : ``None`` (this process) or a :class:`analysis_core.engine.distributed.DaskCompute`:
+        blocks of queries run as Dask tasks; the results are identical.
     """
-    n = X.shape[0]
-    codes = np.asarray(codes, np.int64)
-    isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
-    isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
+                    n_recall=n_recall, interpolated=interpolated, n_bins=n_bins)
+    if compute is not None:
+        return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
     n_threads = n_threads or os.cpu_count() or 1
-    ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
-    if ks_arr.size == 0 or ks_arr[0] < 1:
-        raise ValueError("every k must be a positive integer")
-
-    Xf = _prepare_vectors(X, similarity)
-    Xu, items, item_u, uptr = _canonical_order(Xf, codes)
-    lab = codes[items]
-    q_c = isq[items]
-    g_c = isg[items]
-    q_pos = np.nonzero(q_c)[0]
-    # R of each query = same-class gallery items other than itself
-    gal_per_class = np.bincount(lab[g_c], minlength=int(codes.max()) + 1 if n else 0)
-    R = gal_per_class[lab[q_pos]] - g_c[q_pos].astype(np.int64)
-
-    tiles = _Tiles(Xu, similarity)
-    lo, hi = _score_range(Xu, similarity)
-    inv_width = n_bins / (hi - lo)
-    first = uptr[:-1]
-    ulab = np.where(np.diff(uptr) == 1, lab[first], -1)  # -1: vector shared by several items
-    uq = q_c[first].astype(np.uint8)
-    ug = g_c[first].astype(np.uint8)
-    loo = bool(q_c.all() and g_c.all())
-    tile_shared = [bool((ulab[slice(*tiles.bounds(t))] < 0).any()) for t in range(tiles.count)]
-
-    q_tile = item_u[q_pos] // TILE
-    max_entries = max(1, memory_mb * 2**20 // (16 + 16 * n_threads))
-    chunks = _chunks(np.bincount(q_tile, weights=R, minlength=tiles.count), max_entries)
-    pos_pairs = _positive_tile_pairs(item_u, lab)
-    in_c = [(lambda t, c0=c0, c1=c1: c0 <= t < c1) for c0, c1 in chunks]
-    plan = [([p for p in pos_pairs if f(p[0]) or f(p[1])],
-             [(i, j) for i in range(tiles.count) for j in range(i, tiles.count) if f(i) or f(j)]) for f in in_c]
-    workers = _Workers(n_threads, sum(len(a) + len(b) for a, b in plan), progress)
-
-    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
-    values = np.empty((q_pos.size, len(columns)), np.float64)
-    curves = np.empty((q_pos.size, n_recall), np.float64)
-    hist = np.zeros((2, 4, n_bins), np.int64)
-    tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
-    cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        for (c0, c1), (pos_tiles, pair_tiles) in zip(chunks, plan, strict=True):
-            chunk_q = np.nonzero((q_tile >= c0) & (q_tile < c1))[0]  # indices into q_pos
-            slot = np.full(n, -1, np.int64)
-            slot[q_pos[chunk_q]] = np.arange(chunk_q.size)
-            toff = np.zeros(chunk_q.size + 1, np.int64)
-            np.cumsum(R[chunk_q], out=toff[1:])
-
-            # phase 1: the chunk's queries' positive scores
-            thr = np.empty(int(toff[-1]), np.float32)
-            fill = np.zeros(chunk_q.size, np.int64)
-            fill_lock = threading.Lock()
-
-            kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
-            keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
-
-            def collect(w: int, ij: tuple[int, int], slot=slot, toff=toff, fill=fill, thr=thr,
-                        fill_lock=fill_lock, kept=kept, keep_max=keep_max) -> None:
-                i, j = ij
-                S = tiles(i, j)
-                with fill_lock:
-                    K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff,
-                                              fill, thr)
-                    if len(kept) < keep_max:
-                        kept[ij] = S
-
-            workers.run([[p] for p in pos_tiles], collect, "positives")
-            uvals, ur, uoff = K.distinct_thresholds(thr, toff)
-            del thr
-            # lowest positive score of each item's query; +inf outside the chunk: never ranked
-            qmin = np.full(n, np.inf, np.float32)
-            has = uoff[1:] > uoff[:-1]
-            qmin[q_pos[chunk_q[has]]] = uvals[uoff[:-1][has]]
-            uslot = slot[first]
-            uqmin = qmin[first]
-
-            # phase 2: rank negatives against them; bin each pair once (in its row tile's chunk)
-            acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64), np.zeros_like(hist))
-                   for _ in range(n_threads)]
-
-            def count(w: int, ij: tuple[int, int], c0=c0, c1=c1, slot=slot, uoff=uoff, uvals=uvals, qmin=qmin,
-                      uslot=uslot, uqmin=uqmin, acc=acc, kept=kept) -> None:
-                i, j = ij
-                S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
-                if S is None:
-                    S = tiles(i, j)
-                gt, eq, h = acc[w]
-                pairs = c0 <= i < c1
-                sums = np.zeros(2, np.float64)
-                if loo and not tile_shared[i] and not tile_shared[j]:
-                    K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
-                                     inv_width, sums, cand_buf[w], pairs)
-                else:
-                    K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab,
-                                 uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs)
-                if pairs:
-                    tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
-
-            rows_per_task = max(1, block_size // TILE)
-            tasks: dict[int, list[tuple[int, int]]] = {}
-            for i, j in pair_tiles:
-                tasks.setdefault(i // rows_per_task, []).append((i, j))
-            workers.run(list(tasks.values()), count, "pairs")
-
-            # phase 3: the chunk's per-query metrics
-            gt = sum(a[0] for a in acc)
-            eq = sum(a[1] for a in acc)
-            hist += sum(a[2] for a in acc)
-            v = np.empty((chunk_q.size, len(columns)), np.float64)
-            c = np.empty((chunk_q.size, n_recall), np.float64)
-            K.query_metrics(uoff, uvals, ur, gt, eq, ks_arr, n_recall, interpolated, v, c)
-            values[chunk_q] = v
-            curves[chunk_q] = c
-
-    h = hist.sum(axis=1)
-    # tile sums combined exactly (fsum), in canonical tile order: independent of scheduling
-    keys = sorted(tile_sums)
+    chunks = [c for c in memory_chunks(setup, memory_mb, n_threads) if setup.tile_has_query[c[0]:c[1]].any()]
+    plans = [setup.plan(c0, c1) for c0, c1 in chunks]
+    workers = _Workers(n_threads, sum(len(a) + len(b) for a, b in plans), progress)
+    blocks = [run_block(setup, c0, c1, block_size=block_size, workers=workers, plan=p)
+              for (c0, c1), p in zip(chunks, plans, strict=True)]
     if progress is not None:
         progress(workers.total, workers.total, "metrics")
-    return PassResult(
-        query_items=items[q_pos], values=values, columns=columns, pr_curves=curves,
-        recall_grid=np.arange(n_recall) / (n_recall - 1), hist_edges=np.linspace(lo, hi, n_bins + 1),
-        hist_pos=h[1], hist_neg=h[0], sum_pos=math.fsum(tile_sums[k][0] for k in keys),
-        sum_neg=math.fsum(tile_sums[k][1] for k in keys), ks=tuple(int(k) for k in ks_arr),
-        n_unique_vectors=int(Xu.shape[0]),
-    )
+    return assemble(setup, blocks)

@@ -76,11 +76,17 @@ def ap_frame(ev, methods: list[str] | None = None) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def class_summary(ap: pd.DataFrame) -> pd.DataFrame:
-    """Per (method, class): queries, mean, sd, min of AP, lowest mean first."""
+def class_summary(ap: pd.DataFrame, of_queries: dict | None = None) -> pd.DataFrame:
+    """Per (method, class): queries that contributed (``n_queries``), mean, sd, min of AP, lowest
+    mean first. ``of_queries`` (class -> queries in the evaluated set) adds ``of_queries``: with
+    query sampling, how many queries the class had to sample from."""
     g = ap.groupby(["method", "label"])["ap"]
-    out = pd.DataFrame({"n": g.size(), "mean_ap": g.mean(), "sd_ap": g.std(ddof=1), "min_ap": g.min()})
-    return out.reset_index().sort_values(["mean_ap", "method", "label"]).reset_index(drop=True)
+    out = pd.DataFrame({"n_queries": g.size(), "mean_ap": g.mean(), "sd_ap": g.std(ddof=1), "min_ap": g.min()})
+    out = out.reset_index().sort_values(["mean_ap", "method", "label"]).reset_index(drop=True)
+    if of_queries is not None:
+        counts = {str(k): v for k, v in of_queries.items()}  # labels are strings in ``ap``
+        out.insert(3, "of_queries", out["label"].map(counts).astype("Int64"))
+    return out
 
 
 def group_column(df: pd.DataFrame) -> pd.Series:

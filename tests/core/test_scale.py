@@ -1,0 +1,265 @@
+"""Scale-out: the pass on Dask (a LocalCluster, and a scheduler + two worker processes on
+127.0.0.1) equals the in-process pass bit for bit, survives a killed worker, fails clearly when
+every worker is gone; query sampling's intervals cover the exact mAP and shrink like 1/sqrt(n)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+from analysis_core.cli import main as cli_main  # noqa: E402
+from analysis_core.engine.core import run_pass  # noqa: E402
+from analysis_core.engine.distributed import DaskCompute  # noqa: E402
+from analysis_core.errors import ComputeError  # noqa: E402
+from analysis_core.evaluation import evaluate  # noqa: E402
+from analysis_core.io import load_files  # noqa: E402
+from analysis_core.stats.sampling import stratified_sample  # noqa: E402
+from analysis_core.stats.variability import ap_frame, class_summary  # noqa: E402
+
+DEMO = Path(__file__).resolve().parents[2] / "demo_data"
+
+
+def assert_identical(a, b) -> None:
+    assert a.columns == b.columns
+    np.testing.assert_array_equal(a.query_items, b.query_items)
+    assert a.values.tobytes() == b.values.tobytes()  # bit for bit, NaN rows included
+    assert a.pr_curves.tobytes() == b.pr_curves.tobytes()
+    np.testing.assert_array_equal(a.hist_pos, b.hist_pos)
+    np.testing.assert_array_equal(a.hist_neg, b.hist_neg)
+    assert (a.sum_pos, a.sum_neg) == (b.sum_pos, b.sum_neg)
+
+
+def clustered(n: int, d: int, n_classes: int, seed: int, dup_share: float = 0.0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, n)
+    X = (rng.standard_normal((n_classes, d))[y] * 0.6 + rng.standard_normal((n, d))).astype(np.float32)
+    X = np.round(X, 1)  # coarse values: exact ties between different vectors
+    if dup_share:
+        k = int(n * dup_share)
+        X[:k] = X[rng.integers(k, n, k)]  # exact duplicates (the general kernel)
+    return X, y
+
+
+def test_local_cluster_equals_in_process_bit_for_bit():
+    X, y = clustered(3000, 24, 30, 0, dup_share=0.05)
+    Xl, yl = clustered(2600, 16, 12, 1)
+    role_q = np.random.default_rng(2).random(2600) < 0.3
+    with DaskCompute(workers=2, blocks_per_worker=4) as dc:
+        assert dc.n_workers() == 2
+        for kw in ({"similarity": "cosine"}, {"similarity": "euclidean"}):
+            assert_identical(run_pass(X, y, **kw), run_pass(X, y, compute=dc, **kw))
+        assert_identical(run_pass(Xl, yl), run_pass(Xl, yl, compute=dc))  # the fast leave-one-out kernel
+        # roles: queries against a gallery, chunked by a small memory budget as well
+        kw = {"is_query": role_q, "is_gallery": ~role_q | (np.arange(2600) % 2 == 0)}
+        assert_identical(run_pass(Xl, yl, **kw), run_pass(Xl, yl, compute=dc, memory_mb=1, **kw))
+        ds = load_files([str(DEMO / "digits.npz")])
+        a = evaluate(ds).summary()
+        b = evaluate(ds, compute=dc).summary()
+        assert a == b
+
+
+# ---------------------------------------------------------------- a scheduler and workers as processes
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """``dask scheduler`` and ``dask worker`` processes (no nanny: a killed worker stays dead)."""
+
+    def __init__(self, n_workers: int) -> None:
+        dask_cli = str(Path(sys.executable).parent / "dask")
+        self.address = f"tcp://127.0.0.1:{_free_port()}"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        common = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env, "start_new_session": True}
+        port = self.address.rsplit(":", 1)[1]
+        self.scheduler = subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", port,
+                                           "--no-dashboard"], **common)
+        self.workers = [subprocess.Popen([dask_cli, "worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
+                                          "--no-nanny", "--no-dashboard", "--name", f"w{i}"], **common)
+                        for i in range(n_workers)]
+
+    def wait_for_workers(self, client_compute: DaskCompute, n: int) -> None:
+        t0 = time.monotonic()
+        while client_compute.n_workers() < n:
+            assert time.monotonic() - t0 < 60, "workers did not connect"
+            time.sleep(0.2)
+
+    def kill_worker(self, i: int) -> None:
+        self.workers[i].send_signal(signal.SIGKILL)
+        self.workers[i].wait(10)
+
+    def close(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture
+def cluster2():
+    c = Cluster(2)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _connect(cluster: Cluster, n: int, **kw) -> DaskCompute:
+    t0 = time.monotonic()
+    while True:  # the scheduler process may not listen yet
+        try:
+            dc = DaskCompute(scheduler=cluster.address, connect_timeout=5, **kw).start()
+            break
+        except ComputeError:
+            assert time.monotonic() - t0 < 60, "scheduler did not start"
+    cluster.wait_for_workers(dc, n)
+    return dc
+
+
+def test_scheduler_and_two_worker_processes_equal_in_process(cluster2, tmp_path):
+    X, y = clustered(3000, 24, 30, 3, dup_share=0.03)
+    dc = _connect(cluster2, 2, blocks_per_worker=3)
+    try:
+        assert_identical(run_pass(X, y), run_pass(X, y, compute=dc))
+    finally:
+        dc.close()
+    # the command line on the same cluster writes the same per-query table as in-process
+    src = str(DEMO / "digits.npz")
+    assert cli_main(["evaluate", src, "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert cli_main(["evaluate", src, "--out", str(tmp_path / "b"), "--quiet", "--scheduler", cluster2.address]) == 0
+    assert (tmp_path / "a" / "per_query.csv").read_bytes() == (tmp_path / "b" / "per_query.csv").read_bytes()
+    assert (tmp_path / "a" / "summary.json").read_text() == (tmp_path / "b" / "summary.json").read_text()
+
+
+def test_a_worker_killed_mid_run_gives_identical_results(cluster2):
+    X, y = clustered(9000, 48, 60, 4)
+    expected = run_pass(X, y)
+    dc = _connect(cluster2, 2, blocks_per_worker=8)
+    seen = []
+
+    def kill_on_first_block(done: int, total: int, stage: str) -> None:
+        seen.append(done)
+        if done >= 1 and cluster2.workers[0].poll() is None:
+            cluster2.kill_worker(0)  # it is busy with its next block: Dask reruns that block elsewhere
+
+    try:
+        got = run_pass(X, y, compute=dc, progress=kill_on_first_block)
+        assert cluster2.workers[0].poll() is not None and dc.n_workers() == 1
+    finally:
+        dc.close()
+    assert max(seen) == seen[-1] and seen[-1] > 1
+    assert_identical(expected, got)
+
+
+def test_every_worker_lost_fails_with_a_clear_message_and_nothing_partial():
+    c = Cluster(1)
+    try:
+        dc = _connect(c, 1, blocks_per_worker=20, no_worker_timeout=3)
+        X, y = clustered(6000, 32, 40, 5)
+
+        def kill(done: int, total: int, stage: str) -> None:
+            if done >= 1 and c.workers[0].poll() is None:
+                c.kill_worker(0)
+
+        with pytest.raises(ComputeError, match="lost (all its|the) workers.*No partial result"):
+            run_pass(X, y, compute=dc, progress=kill)
+        dc.close()
+    finally:
+        c.close()
+
+
+def test_unreachable_scheduler_exits_3_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = cli_main(["evaluate", str(DEMO / "digits.npz"), "--out", str(out), "--quiet",
+                   "--scheduler", f"tcp://127.0.0.1:{_free_port()}"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------- query sampling
+
+@pytest.mark.parametrize("name,n", [("digits.npz", 100), ("many_classes.npz", 300)])
+def test_sampled_interval_covers_the_exact_map(name, n):
+    ds = load_files([str(DEMO / name)])
+    m = ds.methods[0]
+    exact = evaluate(ds, methods=[m]).summary()["methods"][m]["map"]["expected"]
+    covered = 0
+    for seed in range(100):
+        s = evaluate(ds, methods=[m], query_sample=n, seed=seed).summary()
+        iv = s["methods"][m]["intervals"]["map"]
+        assert iv["low"] < iv["estimate"] < iv["high"] and s["dataset"]["n_queries"] == n
+        covered += iv["low"] <= exact <= iv["high"]
+    assert covered >= 90, covered
+
+
+def test_interval_width_shrinks_like_one_over_sqrt_n():
+    ds = load_files([str(DEMO / "digits.npz")])
+    m = ds.methods[0]
+    N = ds.n_items
+    widths = {}
+    for n in (60, 240, 960):
+        w = [evaluate(ds, methods=[m], query_sample=n, seed=s).summary()["methods"][m]["intervals"]["map"]
+             for s in range(30)]
+        widths[n] = np.median([x["high"] - x["low"] for x in w])
+    for a, b in ((60, 240), (240, 960)):
+        theory = np.sqrt((1 - a / N) / a) / np.sqrt((1 - b / N) / b)  # 1/sqrt(n) with the finite-population factor
+        assert widths[a] / widths[b] == pytest.approx(theory, rel=0.15)
+
+
+def test_stratified_sample_is_proportional_seeded_and_merges_small_classes():
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 7, 3000)
+    frame = np.nonzero(rng.random(3000) < 0.9)[0]
+    s = stratified_sample(codes, frame, 500, seed=1)
+    assert s.strata_are_classes and s.n == 500 and np.unique(s.chosen).size == 500
+    assert np.isin(s.chosen, frame).all()
+    expected = 500 * s.N_h / s.N
+    assert np.all(np.abs(s.n_h - expected) < 1)
+    got = np.bincount(codes[s.chosen], minlength=7)
+    np.testing.assert_array_equal(np.sort(got), np.sort(s.n_h))
+    np.testing.assert_array_equal(stratified_sample(codes, frame, 500, seed=1).chosen, s.chosen)
+    assert not np.array_equal(stratified_sample(codes, frame, 500, seed=2).chosen, s.chosen)
+    # 1000 classes of 3 and a sample of 300: classes merged into strata of >= 2 expected queries
+    codes = np.repeat(np.arange(1000), 3)
+    s = stratified_sample(codes, np.arange(3000), 300, seed=0)
+    assert not s.strata_are_classes and s.n_h.min() >= 2 and s.n == 300
+    assert np.all(np.abs(s.n_h - 300 * s.N_h / 3000) < 1)
+
+
+def test_per_class_table_says_how_many_queries_each_class_contributed(tmp_path):
+    ds = load_files([str(DEMO / "digits.npz")])
+    m = ds.methods[0]
+    ev = evaluate(ds, methods=[m], query_sample=150, seed=7)
+    table = class_summary(ap_frame(ev), ev.class_query_counts())
+    sampled = ev.per_query()["label"].astype(str).value_counts()
+    population = {str(k): v for k, v in zip(*np.unique(ds.labels, return_counts=True), strict=True)}
+    for _, row in table.iterrows():
+        assert row["n_queries"] == sampled[row["label"]]
+        assert row["of_queries"] == population[row["label"]]
+    assert table["n_queries"].sum() == 150
+    # the command line: intervals for every mean, the sampled rows only, and the report's class table
+    out = tmp_path / "ev"
+    assert cli_main(["evaluate", str(DEMO / "digits.npz"), "--query-sample", "150", "--seed", "7", "--out", str(out),
+                     "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    iv = summary["methods"][m]["intervals"]
+    assert {"map", "map_at_r", "r_precision", "precision_at_1", "mrr", "recall_at_1", "recall_at_8",
+            "precision_at_8", "share_queries_with_mixed_ties"} <= set(iv)
+    assert summary["methods"][m]["map"]["expected"] == iv["map"]["estimate"]
+    assert "Satterthwaite" in summary["dataset"]["query_sample"]["method"]
+    assert sum(1 for _ in open(out / "per_query.csv")) - 1 == 150 * len(ds.methods)

@@ -440,7 +440,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
 
         workers.run([[p] for p in pos_tiles], collect, "positives")
         uvals, ur, uoff = K.distinct_thresholds(thr, toff)
-        del thr
+        thr = np.empty(0, np.float32)  # frees the positive lists (the closure above is done with them)
         # lowest positive score of each item's query; +inf outside the block: never ranked
         qmin = np.full(n, np.inf, np.float32)
         has = uoff[1:] > uoff[:-1]

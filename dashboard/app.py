@@ -38,6 +38,21 @@ def sidebar() -> None:
             st.slider("Font size (pt)", 6, 14, 9, key=state.EXPORT_FONT_SIZE)
             st.slider("Line width", 0.5, 3.0, 1.5, 0.25, key=state.EXPORT_LINE)
             st.caption("Colours: Okabe–Ito, colour-blind safe. PDF and SVG are vector with real text.")
+        with st.expander("Compute (large data)"):
+            mode = st.radio("Run the pass", ["process", "local", "scheduler"], key=state.COMPUTE_MODE,
+                            format_func={"process": "in this process", "local": "local Dask cluster",
+                                         "scheduler": "existing Dask scheduler"}.get)
+            if mode == "local":
+                st.number_input("Workers", 1, 64, 2, key=state.COMPUTE_WORKERS)
+            elif mode == "scheduler":
+                st.text_input("Scheduler address", "tcp://127.0.0.1:8786", key=state.COMPUTE_ADDRESS)
+            st.caption("Results are identical in every mode. On one machine this process is fastest; a cluster "
+                       "pays off with several machines (see the README's cost model).")
+            st.number_input("Query sample (0 = every query)", 0, None, 0, 100, key=state.QUERY_SAMPLE,
+                            help="Evaluate a stratified random sample of queries against the whole gallery; "
+                                 "every mean gets an interval at the sidebar's significance level.")
+            if st.session_state.get(state.QUERY_SAMPLE):
+                st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
     st.session_state[state.FILES] = files
     st.session_state[state.ERROR] = None
     st.session_state[state.DATASET] = None

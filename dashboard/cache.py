@@ -45,10 +45,23 @@ def _progress_bar(label: str):
     return bar, progress
 
 
+@st.cache_resource(show_spinner="Starting the Dask cluster…", max_entries=2)
+def compute(mode: str, workers: int, address: str):
+    """A started :class:`DaskCompute`, shared by the sessions that chose the same cluster."""
+    from analysis_core.engine.distributed import DaskCompute
+
+    if mode == "local":
+        return DaskCompute(workers=workers).start()
+    return DaskCompute(scheduler=address).start()
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
-def evaluation(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, _ds: Dataset) -> Evaluation:
+def evaluation(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, query_sample: int | None = None,
+               seed: int = 0, alpha: float = 0.05, *, _ds: Dataset, _compute=None) -> Evaluation:
+    """The sidebar's evaluation. Where it ran (``_compute``) is not part of the key: same results."""
     bar, progress = _progress_bar("Evaluating")
-    ev = evaluate(_ds, similarity=similarity, ks=ks, n_recall=n_recall, progress=progress)
+    ev = evaluate(_ds, similarity=similarity, ks=ks, n_recall=n_recall, query_sample=query_sample, seed=seed,
+                  alpha=alpha, compute=_compute, progress=progress)
     bar.empty()
     return ev
 

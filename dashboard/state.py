@@ -10,6 +10,11 @@ EXPORT_WIDTH = "export_width_in"
 EXPORT_FONT = "export_font"
 EXPORT_FONT_SIZE = "export_font_size"
 EXPORT_LINE = "export_line_width"
+COMPUTE_MODE = "compute_mode"   # "process" | "local" | "scheduler"
+COMPUTE_WORKERS = "compute_workers"
+COMPUTE_ADDRESS = "compute_address"
+QUERY_SAMPLE = "query_sample"   # 0 = every query
+QUERY_SEED = "query_seed"
 FILES = "_files"                # the current dataset's (name, bytes) list
 DATASET = "_dataset"            # (digest, Dataset) or None
 ERROR = "_error"                # the InputError that stopped loading, or None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core import InputError
+from analysis_core.errors import ComputeError
 from dashboard import cache, state
 
 
@@ -19,11 +20,25 @@ def current(n_recall: int = 11):
         st.info("Upload one or more files in the sidebar, or pick a demo set.")
         return None
     key, ds = loaded
+    n = int(st.session_state.get(state.QUERY_SAMPLE) or 0)
+    sample = (n, int(st.session_state.get(state.QUERY_SEED) or 0), alpha()) if n else (None, 0, 0.05)
     try:
-        return key, cache.evaluation(key, similarity(), ks(), n_recall, ds)
+        return key, cache.evaluation(key, similarity(), ks(), n_recall, *sample, _ds=ds, _compute=compute())
     except InputError as exc:
         st.error(f"**This input can't be evaluated.** {exc}")
+    except ComputeError as exc:
+        cache.compute.clear()  # a lost cluster is started afresh on the next run
+        st.error(f"**The Dask cluster could not finish.** {exc}")
+    return None
+
+
+def compute():
+    """The sidebar's compute backend: None (this process) or a started Dask cluster."""
+    mode = st.session_state.get(state.COMPUTE_MODE, "process")
+    if mode == "process":
         return None
+    return cache.compute(mode, int(st.session_state.get(state.COMPUTE_WORKERS) or 2),
+                         str(st.session_state.get(state.COMPUTE_ADDRESS) or ""))
 
 
 def similarity() -> str:

@@ -26,7 +26,8 @@ if got is not None:
     cols = st.columns(5)
     cols[0].metric("Items", f"{d['n_items']:,}")
     cols[1].metric("Classes", f"{d['n_classes']:,}", help=f"class sizes {sizes.min()}–{sizes.max()}")
-    cols[2].metric("Queries scored", f"{d['n_queries']:,}")
+    cols[2].metric("Queries scored", f"{d['n_queries']:,}", help=(
+        f"a stratified sample of the {d['query_sample']['of']:,} queries" if d.get("query_sample") else None))
     cols[3].metric("Lone queries", f"{d['n_lone_queries']:,}", help="no other item of their class: excluded, counted")
     cols[4].metric("Methods", len(ev.methods))
     extras = []
@@ -55,6 +56,15 @@ if got is not None:
     st.dataframe(table.set_index("method").style.format("{:.4f}"), width="stretch")
     st.download_button("Summary (CSV)", table.to_csv(index=False).encode(), "summary.csv", "text/csv",
                        on_click="ignore")
+    if d.get("query_sample"):
+        qs = d["query_sample"]
+        st.subheader(f"Intervals from the query sample ({qs['n']:,} of {qs['of']:,} queries, seed {qs['seed']})")
+        st.caption(f"{100 * (1 - ev.alpha):g}% intervals: {qs['method']}. Above, the estimates; "
+                   f"{qs['pair_statistics']}.")
+        iv = pd.DataFrame([{"method": m, "metric": name, **x} for m, v in s["methods"].items()
+                           for name, x in v["intervals"].items()])
+        components.table(iv[["method", "metric", "estimate", "low", "high", "se", "df"]], "sample_intervals",
+                         height=300)
 
     st.subheader("Per query")
     method = st.selectbox("Method", ev.methods)

@@ -24,7 +24,12 @@ if got is not None:
     components.figure(ap_by_class_figure(ap, max_classes=n_cls), "ap_by_class", ap)
 
     st.subheader("Worst classes")
-    components.table(class_summary(ap), "classes_by_mean_ap", height=300)
+    sampled = ev.query_sample is not None
+    if sampled:
+        st.caption(f"Query sample: {ev.query_sample.n} of {ev.query_sample.N} queries. n_queries = sampled queries "
+                   "of the class, of_queries = its queries in the data.")
+    components.table(class_summary(ap, ev.class_query_counts() if sampled else None), "classes_by_mean_ap",
+                     height=300)
 
     st.subheader("Worst queries")
     m = st.selectbox("Method", ev.methods, key="pq-method")
@@ -38,8 +43,13 @@ if got is not None:
     ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
     nn = pd.DataFrame({"rank": np.arange(1, 11), "item": idx[0], "id": ids[idx[0]], "label": ds.labels[idx[0]],
                        "same class": ds.labels[idx[0]] == ds.labels[q], "score": scores[0]})
-    row = pq[pq["query"] == q].iloc[0]
-    st.caption(f"Query {q} (id {ids[q]}, class {ds.labels[q]}): AP {row['ap']:.4f} "
-               f"[{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], {int(row['n_positives'])} positives. "
+    match = pq[pq["query"] == q]
+    if match.empty:
+        about = "not evaluated (not a query of this evaluation, e.g. outside the query sample)"
+    else:
+        row = match.iloc[0]
+        about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "
+                 f"{int(row['n_positives'])} positives")
+    st.caption(f"Query {q} (id {ids[q]}, class {ds.labels[q]}): {about}. "
                "Top 10 by faiss; tied scores are shown in faiss's order (metrics average over tie orders).")
     st.dataframe(nn, width="stretch", hide_index=True)

@@ -88,3 +88,32 @@ def test_statistics_page_numbers_equal_the_core():
     ap = ap_frame(evaluate(ds), ["pixels", "pca16"])
     ref = one_way(ap).tests.set_index("test")
     np.testing.assert_allclose(shown.loc["anova", "statistic"], ref.loc["anova", "statistic"], rtol=1e-12)
+
+
+def test_compute_setting_and_query_sample_give_the_cores_numbers():
+    """A local Dask cluster gives the in-process numbers; a query sample shows the core's estimates
+    and intervals, and the per-class table says how many queries each class contributed."""
+    pytest.importorskip("distributed")
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    at = _open("digits")
+    exact = at.dataframe[0].value["mAP"].to_dict()
+    at.radio(key="compute_mode").set_value("local").run()
+    at.number_input(key="compute_workers").set_value(1).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.dataframe[0].value["mAP"].to_dict() == exact  # served from the cache: same key, same numbers
+    at.number_input(key="query_sample").set_value(300).run()
+    at.number_input(key="query_seed").set_value(3).run()
+    assert not at.exception, [e.value for e in at.exception]
+    ref = evaluate(ds, query_sample=300, seed=3).summary()
+    shown = at.dataframe[0].value["mAP"].to_dict()
+    for m, v in ref["methods"].items():
+        assert shown[m] == v["map"]["expected"] == v["intervals"]["map"]["estimate"]
+    iv = at.dataframe[1].value
+    row = iv[(iv["method"] == ds.methods[0]) & (iv["metric"] == "map")].iloc[0]
+    assert (row["low"], row["high"]) == (ref["methods"][ds.methods[0]]["intervals"]["map"]["low"],
+                                         ref["methods"][ds.methods[0]]["intervals"]["map"]["high"])
+    at.switch_page("views/per_query.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    assert {"n_queries", "of_queries"} <= set(table.columns)
+    assert table.groupby("method")["n_queries"].sum().eq(300).all()

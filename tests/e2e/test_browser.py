@@ -251,3 +251,28 @@ def test_export_all_zip_contains_every_figure_and_table(page):
             assert f"figures/{f}.{fmt}" in names, (f, fmt)
     assert {"summary.json", "per_query.csv"} <= names
 
+
+
+def test_local_dask_cluster_and_query_sample_in_the_browser(page):
+    """The sidebar's compute setting: a local Dask cluster gives the same summary as this process;
+    a query sample shows its intervals next to the core's numbers."""
+    pytest.importorskip("distributed")
+    from analysis_core import evaluate, load_files
+
+    _wait_text(page, "Summary")
+    exact = _summary_csv(page).set_index("method")["mAP"]
+    page.get_by_text("Compute (large data)").click()
+    page.get_by_text("local Dask cluster").click()
+    _settle(page)
+    box = page.get_by_role("spinbutton", name="Query sample (0 = every query)")
+    box.fill("300")
+    box.press("Enter")
+    _wait_text(page, "Intervals from the query sample")
+    _no_exception(page)
+    shown = _summary_csv(page).set_index("method")["mAP"]
+    ref = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), query_sample=300, seed=0).summary()
+    assert set(shown.index) == set(exact.index) == set(ref["methods"])
+    for m, v in ref["methods"].items():
+        assert shown[m] == pytest.approx(v["map"]["expected"], abs=1e-12)
+    assert page.get_by_text("Intervals from the query sample (300 of 1,797 queries, seed 0)").count() == 1
+    _shot(page, "query_sample")

@@ -59,6 +59,8 @@ def main() -> None:
     t_sin, sref = best(lambda: run_pass(X, y, is_query=qmask, is_gallery=gmask))
     say(f"in-process ({os.cpu_count()} threads): all queries {t_in:6.2f} s ({work / t_in:.3g} pair-dims/s); "
         f"{n} sampled queries {t_sin:5.2f} s ({swork / t_sin:.3g} query-gallery pair-dims/s)")
+    t_1, _ = best(lambda: run_pass(X, y, n_threads=1))
+    say(f"in-process (1 thread):  all queries {t_1:6.2f} s ({work / t_1:.3g} pair-dims/s)")
     tp = {}
     for k in (1, 2):
         t = time.perf_counter()
@@ -77,8 +79,12 @@ def main() -> None:
     tp_w, tps_w = tp[2]
     say(f"cost model: time = N^2 d / (k x {tp_w:.3g}) for all queries, n N d / (k x {tps_w:.3g}) for n sampled "
         "queries (per-worker throughputs measured at 2 workers)")
+    say(f"in-process on one machine: N^2 d / ({work / t_in:.3g}) with {os.cpu_count()} cores, "
+        f"{work / t_1:.3g} per core")
+    NN, dd, nn = 1_000_000, 512, 10_000
+    say(f"  N = {NN:,}, d = {dd}, in-process here: all queries {NN * NN * dd / (work / t_in) / 3600:.2f} h; "
+        f"{nn:,} sampled queries {nn * NN * dd / (swork / t_sin) / 60:.2f} min")
     for k in (1, 8, 32, 128):
-        NN, dd, nn = 1_000_000, 512, 10_000
         say(f"  N = {NN:,}, d = {dd}, k = {k:3d} workers: all queries {NN * NN * dd / (k * tp_w) / 3600:8.2f} h; "
             f"{nn:,} sampled queries {nn * NN * dd / (k * tps_w) / 60:7.2f} min")
     OUT.write_text("\n".join(lines) + "\n")

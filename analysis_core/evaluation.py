@@ -11,7 +11,15 @@ from .engine.core import PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .stats.histograms import jensen_shannon
-from .stats.sampling import QuerySample, stratified_interval, stratified_sample
+from .stats.sampling import (
+    BOOTSTRAP_REPS,
+    PAIR_METHOD_TEXT,
+    QuerySample,
+    mean_interval,
+    ratio_interval,
+    statistic_interval,
+    stratified_sample,
+)
 
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
@@ -101,6 +109,7 @@ class Evaluation:
         col = {c: r.values[keep, i] for i, c in enumerate(r.columns)}
         col["mixed_ties"] = (col["n_mixed_tie_blocks"] > 0).astype(np.float64)
         intervals: dict = {}
+        st = None  # stratum of each scored query, with query sampling
         if self.query_sample is None:
             def mean(c: str, key: str) -> float:
                 return _fmean(col[c])
@@ -111,7 +120,8 @@ class Evaluation:
             st = stratum[r.query_items[keep]]
 
             def mean(c: str, key: str) -> float:
-                iv = stratified_interval(col[c], st, qs, self.alpha)
+                hit_rate = c == "precision_at_1" or c.startswith("recall_at_") or c == "mixed_ties"
+                iv = mean_interval(col[c], st, qs, self.alpha, hit_rate)
                 intervals[key] = iv
                 return iv["estimate"]
         out = {
@@ -133,11 +143,29 @@ class Evaluation:
                 "n_unique_vectors": r.n_unique_vectors,
             },
         }
+        if self.query_sample is not None and r.query_hist is not None:
+            self._pair_intervals(r, keep, st, out, intervals)
         if intervals:
             out["intervals"] = intervals
         if self.grouped and method in self.grouped:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
+
+    def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray, out: dict, intervals: dict) -> None:
+        """Pair statistics from the sampled queries' own pairs, with intervals (query sampling)."""
+        qs = self.query_sample
+        h = r.query_hist[keep].astype(np.float64)  # (n, 2, bins): [negative, positive]
+        sums = r.query_pair_sums[keep]
+        counts = h.sum(axis=2)
+        for key, j in (("mean_pos_similarity", 1), ("mean_neg_similarity", 0)):
+            iv = ratio_interval(sums[:, j], counts[:, j], st, qs, self.alpha)
+            intervals[key] = iv
+            out[key] = iv["estimate"]
+        nb = h.shape[2]
+        iv = statistic_interval(lambda t: jensen_shannon(t[..., nb:], t[..., :nb]), h.reshape(h.shape[0], -1), st,
+                                qs, self.alpha)
+        intervals["jsd"] = iv
+        out["jsd"] = iv["estimate"]
 
     def summary(self) -> dict:
         """The ``summary.json`` document (SPEC section 5); keys are only ever added."""
@@ -156,9 +184,7 @@ class Evaluation:
                 **({"split": self.split} if self.split is not None else {}),
                 **({"sampled_from_classes": self.sampled_from_classes} if self.sampled_from_classes else {}),
                 **({"query_sample": {**self.query_sample.describe(),
-                                     "pair_statistics": "histograms, JSD, mean similarities and pair counts are "
-                                                        "over the sampled queries' pairs with the whole gallery "
-                                                        "(no interval)"}}
+                                     "pair_statistics": PAIR_METHOD_TEXT.format(reps=BOOTSTRAP_REPS)}}
                    if self.query_sample is not None else {}),
             },
             "methods": {m: self.method_summary(m) for m in self.results},
@@ -231,7 +257,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
                               n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress,
-                              compute=compute)
+                              compute=compute, per_query_pairs=qs is not None)
     grouped = None
     if group_size is not None:
         from .stats.class_count import grouped_recall

@@ -66,6 +66,10 @@ class PassResult:
     sum_neg: float
     ks: tuple[int, ...]
     n_unique_vectors: int
+    #: with ``per_query_pairs``: each query's (query, gallery item) pair histogram
+    #: ``[s, negative/positive, bin]`` and score sums ``[s, negative/positive]``
+    query_hist: np.ndarray | None = None
+    query_pair_sums: np.ndarray | None = None
 
     @property
     def n_pos_pairs(self) -> int:
@@ -271,6 +275,8 @@ class Setup:
     interpolated: bool
     columns: tuple[str, ...]
     token: str
+    per_query: bool = False  # per-query pair histograms and sums (query sampling)
+    fx: float = 1.0  # fixed-point steps per unit score for the per-query sums
 
     @property
     def n(self) -> int:
@@ -313,12 +319,14 @@ class Setup:
 def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
-            n_bins: int = 200) -> Setup:
+            n_bins: int = 200, per_query_pairs: bool = False) -> Setup:
     """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
     isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    if isq.shape != (n,) or isg.shape != (n,) or codes.shape != (n,):
+        raise ValueError(f"codes, is_query and is_gallery need one entry per row of X ({n})")
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
@@ -345,13 +353,16 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     h = hashlib.blake2b(digest_size=16)
     for a in (Xu, uptr, lab, q_c, g_c):
         h.update(np.ascontiguousarray(a).data)
-    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated)).encode())
+    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs)).encode())
+    # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
+    fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
         Xu=Xu, similarity=similarity, items=items, item_u=item_u, uptr=uptr, lab=lab, q_c=q_c, g_c=g_c,
         q_pos=q_pos, R=R, q_tile=item_u[q_pos] // TILE, lo=lo, hi=hi, n_bins=n_bins, ulab=ulab,
         uq=q_c[first].astype(np.uint8), ug=g_c[first].astype(np.uint8), loo=bool(q_c.all() and g_c.all()),
         tile_shared=tile_shared, tile_has_query=tile_has_query, pos_pairs=pos_pairs, ks=ks_arr,
         n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
+        per_query=per_query_pairs, fx=min(fx, 2.0**52),
     )
 
 
@@ -389,6 +400,8 @@ class BlockResult:
     hist: np.ndarray  # (2, n_bins) integer counts: [negative, positive]
     tile_keys: np.ndarray  # (P, 2) tiles whose pairs this block binned
     tile_sums: np.ndarray  # (P, 2) their (positive, negative) score sums
+    qhist: np.ndarray | None = None  # (queries, 2, n_bins) per-query pair histograms
+    qsum: np.ndarray | None = None  # (queries, 2) per-query fixed-point score sums
 
 
 _TILES_CACHE: dict[str, _Tiles] = {}
@@ -452,6 +465,8 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
         acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
                 np.zeros((2, 4, S_.n_bins), np.int64)) for _ in range(n_threads)]
         cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
+        nqh = chunk_q.size if S_.per_query else 0
+        qacc = [(np.zeros((nqh, 2, S_.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
         tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
 
         def count(w: int, ij: tuple[int, int]) -> None:
@@ -462,12 +477,13 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
             gt, eq, h = acc[w]
             pairs = S_.counts_pairs(i, j, c0, c1)
             sums = np.zeros(2, np.float64)
-            if S_.loo and not S_.tile_shared[i] and not S_.tile_shared[j]:
+            if S_.loo and not S_.per_query and not S_.tile_shared[i] and not S_.tile_shared[j]:
                 K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
                                  inv_width, sums, cand_buf[w], pairs)
             else:
                 K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab,
-                             uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs)
+                             uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0], qacc[w][1],
+                             S_.fx)
             if pairs:
                 tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
 
@@ -487,7 +503,9 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
     keys = sorted(tile_sums)
     return BlockResult(c0=c0, c1=c1, chunk_q=chunk_q, values=v, curves=c, hist=hist,
                        tile_keys=np.asarray(keys, np.int64).reshape(-1, 2),
-                       tile_sums=np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2))
+                       tile_sums=np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2),
+                       qhist=sum(a[0] for a in qacc) if S_.per_query else None,
+                       qsum=sum(a[1] for a in qacc) if S_.per_query else None)
 
 
 def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
@@ -499,9 +517,14 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
     curves = np.full((nq, S_.n_recall), np.nan)
     seen = np.zeros(nq, np.int64)
     hist = np.zeros((2, S_.n_bins), np.int64)
+    qhist = np.zeros((nq, 2, S_.n_bins), np.int64) if S_.per_query else None
+    qsum = np.zeros((nq, 2), np.int64) if S_.per_query else None
     for b in blocks:
         values[b.chunk_q] = b.values
         curves[b.chunk_q] = b.curves
+        if S_.per_query:
+            qhist[b.chunk_q] = b.qhist
+            qsum[b.chunk_q] = b.qsum
         seen[b.chunk_q] += 1
         hist += b.hist
     if not (seen == 1).all():
@@ -518,7 +541,8 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
         recall_grid=np.arange(S_.n_recall) / (S_.n_recall - 1), hist_edges=np.linspace(S_.lo, S_.hi, S_.n_bins + 1),
         hist_pos=hist[1], hist_neg=hist[0], sum_pos=math.fsum(sums[:, 0].tolist()),
         sum_neg=math.fsum(sums[:, 1].tolist()), ks=tuple(int(k) for k in S_.ks),
-        n_unique_vectors=int(S_.Xu.shape[0]),
+        n_unique_vectors=int(S_.Xu.shape[0]), query_hist=qhist,
+        query_pair_sums=None if qsum is None else qsum / S_.fx,
     )
 
 
@@ -526,7 +550,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
              is_gallery: np.ndarray | None = None, similarity: str = "cosine",
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
-             memory_mb: int = 1024, progress: Progress | None = None, compute=None) -> PassResult:
+             memory_mb: int = 1024, progress: Progress | None = None, compute=None,
+             per_query_pairs: bool = False) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -542,9 +567,12 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     progress : called as ``progress(done, total, stage)`` from the calling thread.
     compute : ``None`` (this process) or a :class:`analysis_core.engine.distributed.DaskCompute`:
         blocks of queries run as Dask tasks; the results are identical.
+    per_query_pairs : also return each query's (query, gallery) pair histogram and score sums
+        (``query_hist``, ``query_pair_sums``; sums on a fixed-point grid of about 2^-40, exact
+        to add in any order). Used for intervals of pair statistics under query sampling.
     """
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
-                    n_recall=n_recall, interpolated=interpolated, n_bins=n_bins)
+                    n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
     n_threads = n_threads or os.cpu_count() or 1

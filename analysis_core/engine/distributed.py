@@ -103,7 +103,7 @@ class DaskCompute:
             else:
                 self._cluster = distributed.LocalCluster(
                     n_workers=self.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=None, silence_logs=40)
+                    dashboard_address=":0", silence_logs=40)  # a free port: never clashes with 8787
                 self._client = distributed.Client(self._cluster, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self.close()

@@ -109,16 +109,36 @@ def _row_sums(row, b_start, la, qa, ga, b0, ulab, uq, ug):
     return spos, sneg
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _fixed(x, fx):
+    """A score on a fixed-point grid (``fx`` steps per unit): integer sums are exact, so per-query
+    sums do not depend on the order tiles were processed in."""
+    return np.int64(np.rint(np.float64(x) * fx))
+
+
 @njit(cache=True, nogil=True)
-def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist, count_pairs, sums):
-    """Slow path for unique vectors shared by several items (exact duplicates)."""
+def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist, count_pairs, sums,
+                qh, qs, fx):
+    """Slow path for unique vectors shared by several items (exact duplicates). With per-query
+    accumulators (``qh.shape[0] > 0``), each (query of the block, gallery item) pair is also
+    added to that query's histogram ``qh[slot, same, bin]`` and fixed-point sums ``qs[slot, same]``."""
+    per_query = qh.shape[0] > 0
     for p in range(uptr[ua], uptr[ua + 1]):
         for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
             qp = isq[p] and isg[q]
             pq = isq[q] and isg[p]
             if not (qp or pq):
                 continue
-            if lab[p] == lab[q]:
+            same = lab[p] == lab[q]
+            if per_query:
+                s_ = np.int64(same)
+                if qp and slot[p] >= 0:
+                    qh[slot[p], s_, k] += 1
+                    qs[slot[p], s_] += _fixed(x, fx)
+                if pq and slot[q] >= 0:
+                    qh[slot[q], s_, k] += 1
+                    qs[slot[q], s_] += _fixed(x, fx)
+            if same:
                 if count_pairs:
                     hist[1, 0, k] += 1
                     sums[0] += x
@@ -134,7 +154,7 @@ def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, 
 
 @njit(cache=True, nogil=True)
 def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ulab, uq, ug, uslot, uqmin,
-               gt, eq, hist, lo, inv_width, sums, count_pairs):
+               gt, eq, hist, lo, inv_width, sums, count_pairs, qh, qs, fx):
     """Phase 2: for tile S (unique rows a0.., columns b0..), rank every negative against its
     query's positive scores (both directions of the pair), and bin every counted pair.
 
@@ -145,8 +165,11 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
     so consecutive pairs in the same bin do not wait on each other's increments.
     Queries outside the chunk being evaluated have ``qmin = +inf`` and are never ranked;
     ``count_pairs``: whether the tile's pairs go to the histograms and ``sums``.
+    ``qh``, ``qs``, ``fx``: per-query pair histograms and fixed-point sums (see ``_pair_items``;
+    empty ``qh`` = not wanted).
     """
     na, nb = S.shape
+    per_query = qh.shape[0] > 0
     top = hist.shape[2] - 1
     shared_cols = np.nonzero(ulab[b0:b0 + nb] < 0)[0]
     cand = np.empty(nb, np.int64)
@@ -159,7 +182,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
                 x = row[b]
                 k = min(max(int((x - lo) * inv_width), 0), top)
                 _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
-                            count_pairs, sums)
+                            count_pairs, sums, qh, qs, fx)
             continue
         qa = uq[ua]
         ga = ug[ua]
@@ -182,6 +205,15 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             if count_pairs:
                 k = min(max(int((x - lo) * inv_width), 0), top)
                 hist[np.int64(same), b & 3, k] += valid
+            if per_query and valid:
+                k = min(max(int((x - lo) * inv_width), 0), top)
+                s_ = np.int64(same)
+                if qa and ug[ub] and uslot[ua] >= 0:
+                    qh[uslot[ua], s_, k] += 1
+                    qs[uslot[ua], s_] += _fixed(x, fx)
+                if uq[ub] and ga and uslot[ub] >= 0:
+                    qh[uslot[ub], s_, k] += 1
+                    qs[uslot[ub], s_] += _fixed(x, fx)
             if (not same) and valid and (x >= ma or x >= uqmin[ub]):
                 cand[nc] = b
                 nc += 1
@@ -200,7 +232,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             x = row[b]
             k = min(max(int((x - lo) * inv_width), 0), top)
             _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
-                        count_pairs, sums)
+                        count_pairs, sums, qh, qs, fx)
 
 
 @njit(cache=True, nogil=True)

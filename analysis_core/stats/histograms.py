@@ -19,26 +19,27 @@ def area_normalized(counts: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return counts / (total * np.diff(edges))
 
 
-def jensen_shannon(pos_counts: np.ndarray, neg_counts: np.ndarray) -> float:
+def jensen_shannon(pos_counts: np.ndarray, neg_counts: np.ndarray):
     """Jensen-Shannon divergence, log base 2, between the binned pair distributions.
 
     ``JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M)``, ``M = (P + Q)/2``, with P and Q the bin
     probabilities (counts divided by their totals) and ``0 log 0 = 0``. In [0, 1]: 0 for identical
     histograms, 1 for histograms with disjoint support. NaN when either side has no pairs.
+    Bins are the last axis: 1-D inputs give a float, stacked rows (e.g. bootstrap replicates of
+    weighted counts) an array.
     """
     p = np.asarray(pos_counts, np.float64)
     q = np.asarray(neg_counts, np.float64)
-    if p.sum() == 0 or q.sum() == 0:
-        return float("nan")
-    p = p / p.sum()
-    q = q / q.sum()
-    m = 0.5 * (p + q)
-
-    def kl(a: np.ndarray) -> float:
-        nz = a > 0
-        return float(np.sum(a[nz] * np.log2(a[nz] / m[nz])))
-
-    return float(min(max(0.5 * kl(p) + 0.5 * kl(q), 0.0), 1.0))
+    sp = p.sum(axis=-1, keepdims=True)
+    sq = q.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = p / sp
+        q = q / sq
+        m = 0.5 * (p + q)
+        kp = np.where(p > 0, p * np.log2(p / m), 0.0).sum(axis=-1)
+        kq = np.where(q > 0, q * np.log2(q / m), 0.0).sum(axis=-1)
+    out = np.where((sp[..., 0] > 0) & (sq[..., 0] > 0), np.clip(0.5 * kp + 0.5 * kq, 0.0, 1.0), np.nan)
+    return float(out) if out.ndim == 0 else out
 
 
 def histogram_table(ev, split_evals: dict | None = None) -> pd.DataFrame:

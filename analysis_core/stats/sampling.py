@@ -13,6 +13,13 @@ Estimate ``ybar_st = sum_h W_h ybar_h`` (``W_h = N_h / N``); variance
 ``ybar_st +- t_{1-alpha/2, df} sqrt(v)`` with Satterthwaite's degrees of freedom
 ``df = (sum_h g_h s_h^2)^2 / sum_h (g_h s_h^2)^2 / (n_h - 1)``, ``g_h = W_h^2 (1 - n_h/N_h) / n_h``.
 The half-width shrinks like ``sqrt((1 - n/N) / n)``.
+
+Pair statistics are estimated from each sampled query's (query, gallery item) pairs: the mean
+positive / negative similarity as a ratio of estimated totals with a linearized variance
+(Cochran 1977, 6.11), the JSD of the estimated total histograms with a Rao-Wu rescaled bootstrap
+(Rao, Wu & Yue 1992; bias-corrected, basic interval). Over ordered (query -> gallery) pairs these equal the
+full run's values under leave-one-out (every pair counted from both ends) and for disjoint query
+and gallery sets.
 """
 
 from __future__ import annotations
@@ -24,8 +31,15 @@ import numpy as np
 from scipy import stats
 
 METHOD_TEXT = ("stratified random sample of queries (strata: classes, merged where a class would get fewer "
-               "than 2 queries; proportional allocation), stratified mean with finite-population correction, "
-               "Student-t interval with Satterthwaite degrees of freedom (Cochran 1977, ch. 5)")
+               "than 2 queries; proportional allocation), stratified mean with finite-population correction; "
+               "Student-t interval with Satterthwaite degrees of freedom (Cochran 1977, ch. 5); for hit rates "
+               "(P@1, Recall@K, share of queries with mixed ties) and for means with n min(p, 1-p) < 10 the "
+               "Korn-Graubard interval (Clopper-Pearson with the effective sample size)")
+PAIR_METHOD_TEXT = ("mean similarities and JSD are estimated from each sampled query's pairs with the whole "
+                    "gallery: ratio estimator with linearized variance (means), Rao-Wu rescaled bootstrap with "
+                    "{reps} replicates, bias-corrected, basic interval (JSD); histograms and pair counts are the "
+                    "sampled queries' own pairs")
+BOOTSTRAP_REPS = 1000
 
 
 @dataclass(frozen=True)
@@ -107,29 +121,134 @@ def stratified_sample(labels: np.ndarray, frame: np.ndarray, n: int, seed: int =
                        n_classes=int(classes.size), seed=seed)
 
 
-def stratified_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05) -> dict:
-    """Estimate and ``1 - alpha`` interval of the frame mean from the sampled ``values`` (one per
-    sampled query, ``strata`` their stratum)."""
-    y = np.asarray(values, np.float64)
+def _stratified_mean(y: np.ndarray, strata: np.ndarray, sample: QuerySample) -> float:
     W = sample.N_h / sample.N
     est = 0.0
-    g_s2 = np.zeros(sample.N_h.size)
     for h in range(sample.N_h.size):
         yh = y[strata == h]
-        nh = yh.size
-        if nh == 0:
+        if yh.size == 0:
             raise ValueError(f"stratum {h} has no sampled value")
-        est += W[h] * math.fsum(yh.tolist()) / nh
-        if nh > 1:
-            g_s2[h] = W[h] ** 2 * (1 - nh / sample.N_h[h]) / nh * np.var(yh, ddof=1)
-    var = float(g_s2.sum())
-    if var > 0:
-        nh = sample.n_h.astype(np.float64)
-        ok = nh > 1
-        df = var ** 2 / float(np.sum(g_s2[ok] ** 2 / (nh[ok] - 1)))
-        half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var)
-    else:
-        df, half = float("inf"), 0.0
-    est = float(est)
+        est += W[h] * math.fsum(yh.tolist()) / yh.size
+    return float(est)
+
+
+def stratified_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05) -> dict:
+    """Estimate and ``1 - alpha`` Student-t interval (Satterthwaite df) of the frame mean from the
+    sampled ``values`` (one per sampled query, ``strata`` their stratum)."""
+    y = np.asarray(values, np.float64)
+    est = _stratified_mean(y, strata, sample)
+    var, df = _satterthwaite(y, strata, sample)
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var) if var > 0 else 0.0
     return {"estimate": est, "low": est - half, "high": est + half, "se": math.sqrt(var), "df": float(df),
             "confidence": 1 - alpha}
+
+
+def proportion_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05) -> dict:
+    """Hit rates (P@1, Recall@K: per-query values 0 or 1, fractional only under ties): the
+    Korn-Graubard interval (Korn & Graubard 1998), i.e. Clopper-Pearson with the effective sample
+    size ``n* = min(n, p(1-p)/v)`` adjusted for the degrees of freedom. Unlike a t interval it does
+    not collapse to a point when every sampled query of every class is a hit."""
+    y = np.asarray(values, np.float64)
+    est = _stratified_mean(y, strata, sample)
+    var, df = _satterthwaite(y, strata, sample)
+    n = y.size
+    p = min(max(est, 0.0), 1.0)
+    n_eff = n if var <= 0 else min(n, p * (1 - p) / var) if 0 < p < 1 else n
+    if np.isfinite(df) and df > 0:
+        n_eff *= (stats.t.ppf(1 - alpha / 2, n - 1) / stats.t.ppf(1 - alpha / 2, df)) ** 2
+    x = n_eff * p
+    low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n_eff - x + 1))
+    high = 1.0 if x >= n_eff else float(stats.beta.ppf(1 - alpha / 2, x + 1, n_eff - x))
+    return {"estimate": est, "low": min(low, est), "high": max(high, est), "se": math.sqrt(var), "df": float(df),
+            "confidence": 1 - alpha, "effective_n": float(n_eff)}
+
+
+def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05,
+                  hit_rate: bool = False) -> dict:
+    """The interval this package reports for a per-query mean in [0, 1]: Korn-Graubard for hit
+    rates and for means so close to 0 or 1 that fewer than 10 sampled queries' worth lie on the
+    near side (``n min(p, 1 - p) < 10``: within-class variances are then mostly 0 and a t interval
+    collapses), else Student t with Satterthwaite df."""
+    y = np.asarray(values, np.float64)
+    p = _stratified_mean(y, strata, sample)
+    if hit_rate or y.size * min(p, 1 - p) < 10:
+        return {**proportion_interval(y, strata, sample, alpha), "interval": "korn-graubard"}
+    return {**stratified_interval(y, strata, sample, alpha), "interval": "t"}
+
+
+def _satterthwaite(z: np.ndarray, strata: np.ndarray, sample: QuerySample) -> tuple[float, float]:
+    """(variance of the stratified mean of ``z``, Satterthwaite df)."""
+    W = sample.N_h / sample.N
+    g_s2 = np.zeros(sample.N_h.size)
+    for h in range(sample.N_h.size):
+        zh = z[strata == h]
+        if zh.size > 1:
+            g_s2[h] = W[h] ** 2 * (1 - zh.size / sample.N_h[h]) / zh.size * np.var(zh, ddof=1)
+    var = float(g_s2.sum())
+    if var <= 0:
+        return 0.0, float("inf")
+    nh = sample.n_h.astype(np.float64)
+    ok = nh > 1
+    return var, var ** 2 / float(np.sum(g_s2[ok] ** 2 / (nh[ok] - 1)))
+
+
+def ratio_interval(y: np.ndarray, x: np.ndarray, strata: np.ndarray, sample: QuerySample,
+                   alpha: float = 0.05) -> dict:
+    """Ratio of frame totals ``sum y / sum x`` (e.g. mean positive similarity = summed positive
+    scores / positive pairs) from the sample: combined ratio estimator, linearized variance."""
+    y = np.asarray(y, np.float64)
+    x = np.asarray(x, np.float64)
+    W = sample.N_h / sample.N
+    ybar = sum(W[h] * y[strata == h].mean() for h in range(W.size))
+    xbar = sum(W[h] * x[strata == h].mean() for h in range(W.size))
+    if xbar == 0:
+        return {"estimate": float("nan"), "low": float("nan"), "high": float("nan"), "se": float("nan"),
+                "df": float("nan"), "confidence": 1 - alpha}
+    r = float(ybar / xbar)
+    var, df = _satterthwaite((y - r * x) / xbar, strata, sample)
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    return {"estimate": r, "low": r - half, "high": r + half, "se": math.sqrt(var), "df": float(df),
+            "confidence": 1 - alpha, "interval": "ratio, linearized"}
+
+
+def rao_wu_weights(strata: np.ndarray, sample: QuerySample, reps: int, seed: int) -> np.ndarray:
+    """(reps, n) Rao-Wu rescaled bootstrap weights (resampling n_h - 1 per stratum), scaled so the
+    full-sample weights are N_h / n_h; they reproduce the finite-population-corrected variance of a
+    stratified mean."""
+    rng = np.random.default_rng([seed, 20261122])
+    n = strata.size
+    w = np.empty((reps, n))
+    for h in range(sample.N_h.size):
+        idx = np.nonzero(strata == h)[0]
+        nh = idx.size
+        base = sample.N_h[h] / nh
+        if nh < 2:
+            w[:, idx] = base
+            continue
+        m = nh - 1
+        lam = math.sqrt(m * (1 - nh / sample.N_h[h]) / (nh - 1))
+        r = rng.multinomial(m, np.full(nh, 1.0 / nh), size=reps)
+        w[:, idx] = base * (1 - lam + lam * (nh / m) * r)
+    return w
+
+
+def statistic_interval(stat, data: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05,
+                       reps: int = BOOTSTRAP_REPS) -> dict:
+    """Estimate and percentile interval of ``stat(weighted totals)`` where the totals are
+    ``weights @ data`` (one row of ``data`` per sampled query), by the Rao-Wu bootstrap."""
+    data = np.asarray(data, np.float64).reshape(strata.size, -1)
+    w0 = (sample.N_h / np.bincount(strata, minlength=sample.N_h.size))[strata]
+    est = float(stat(w0 @ data))
+    reps_w = rao_wu_weights(strata, sample, reps, sample.seed)
+    boot = np.asarray(stat(reps_w @ data), np.float64)
+    boot = boot[np.isfinite(boot)]
+    if boot.size < 2:
+        return {"estimate": est, "low": float("nan"), "high": float("nan"), "se": float("nan"), "df": None,
+                "confidence": 1 - alpha, "replicates": reps, "plug_in": est}
+    # bootstrap bias correction and the basic (reverse-percentile) interval: a plug-in divergence
+    # of sparse sampled histograms is biased upwards, and its replicates even more so
+    bias = float(np.mean(boot)) - est
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return {"estimate": est - bias, "low": float(2 * est - hi), "high": float(2 * est - lo),
+            "se": float(np.std(boot, ddof=1)), "df": None, "confidence": 1 - alpha, "replicates": reps,
+            "plug_in": est, "interval": "Rao-Wu bootstrap, basic"}

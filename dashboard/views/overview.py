@@ -63,8 +63,8 @@ if got is not None:
                    f"{qs['pair_statistics']}.")
         iv = pd.DataFrame([{"method": m, "metric": name, **x} for m, v in s["methods"].items()
                            for name, x in v["intervals"].items()])
-        components.table(iv[["method", "metric", "estimate", "low", "high", "se", "df", "interval"]], "sample_intervals",
-                         height=300)
+        cols = ["method", "metric", "estimate", "low", "high", "se", "df", "interval"]
+        components.table(iv[cols], "sample_intervals", height=300)
 
     st.subheader("Per query")
     method = st.selectbox("Method", ev.methods)

@@ -148,7 +148,10 @@ class _Tiles:
     def bounds(self, i: int) -> tuple[int, int]:
         return i * TILE, min((i + 1) * TILE, self.n)
 
-    def __call__(self, i: int, j: int) -> np.ndarray:
+    def __call__(self, i: int, j: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Tile (i, j); ``out``: a float32 buffer of at least TILE * TILE to write it into (same
+        bits: the same sgemm call). Reusing buffers matters where the allocator returns big blocks
+        to the system (Dask workers set MALLOC_TRIM_THRESHOLD_: a fresh tile then costs +40 %)."""
         a0, a1 = self.bounds(i)
         b0, b1 = self.bounds(j)
         A = self.X[a0:a1]
@@ -156,9 +159,11 @@ class _Tiles:
         # how OpenBLAS was started (measured: a Dask worker's syrk differed from this process's);
         # every tile is one sgemm call of the same shape instead
         B = self.X[b0:b1].copy() if i == j else self.X[b0:b1]
-        G = A @ B.T
         if self.similarity != "euclidean":
-            return G
+            if out is None:
+                return A @ B.T
+            return np.matmul(A, B.T, out=out[:(a1 - a0) * (b1 - b0)].reshape(a1 - a0, b1 - b0))
+        G = A @ B.T
         d2 = self.sq[a0:a1, None] + self.sq[None, b0:b1] - 2.0 * G
         np.maximum(d2, 0.0, out=d2)
         return (-np.sqrt(d2)).astype(np.float32)
@@ -372,22 +377,6 @@ def memory_chunks(setup: Setup, memory_mb: int, n_threads: int) -> list[tuple[in
     return _chunks(setup.tile_entries(), max_entries)
 
 
-def split_blocks(chunks: list[tuple[int, int]], setup: Setup, n_blocks: int) -> list[tuple[int, int]]:
-    """Refine row-tile ranges into about ``n_blocks`` blocks with equal numbers of query tiles
-    (each query tile's row needs about the same number of tiles). Blocks without a query are
-    dropped. Results do not depend on the blocks: only the work each one repeats does."""
-    qt = np.nonzero(setup.tile_has_query)[0]
-    if qt.size == 0:
-        return chunks[:1]
-    n_blocks = max(1, min(n_blocks, qt.size))
-    cuts = {int(qt[(b * qt.size) // n_blocks]) for b in range(1, n_blocks)}
-    for c0, c1 in chunks:
-        cuts.update((c0, c1))
-    bounds = sorted(cuts | {0, setup.n_tiles})
-    out = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
-    return [(a, b) for a, b in out if setup.tile_has_query[a:b].any()]
-
-
 @dataclass
 class BlockResult:
     """What one block of queries gives back: merged exactly by :func:`assemble`."""
@@ -416,96 +405,241 @@ def _tiles_for(setup: Setup) -> _Tiles:
     return t
 
 
+@dataclass
+class Thresholds:
+    """Phase 1 of the queries of row tiles [c0, c1): their distinct positive scores ``uvals``
+    (ascending per query, ``uoff`` offsets, ``ur`` multiplicities)."""
+
+    c0: int
+    c1: int
+    chunk_q: np.ndarray  # indices into setup.q_pos
+    uvals: np.ndarray
+    ur: np.ndarray
+    uoff: np.ndarray
+
+
+@dataclass
+class Counts:
+    """Phase 2 for one block's queries: negatives above / tied with each distinct positive score,
+    and (per-query pairs) histograms and fixed-point sums. Partial counts add up exactly."""
+
+    gt: np.ndarray
+    eq: np.ndarray
+    qhist: np.ndarray | None
+    qsum: np.ndarray | None
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.gt + other.gt, self.eq + other.eq,
+                      None if self.qhist is None else self.qhist + other.qhist,
+                      None if self.qsum is None else self.qsum + other.qsum)
+
+
+def _phase1(S_: Setup, tiles: _Tiles, c0: int, c1: int, pos_tiles, workers: _Workers,
+            kept: dict | None = None) -> Thresholds:
+    """The block's queries' positive scores, from the tiles holding same-class pairs."""
+    chunk_q = np.nonzero((S_.q_tile >= c0) & (S_.q_tile < c1))[0]
+    slot = np.full(S_.n, -1, np.int64)
+    slot[S_.q_pos[chunk_q]] = np.arange(chunk_q.size)
+    toff = np.zeros(chunk_q.size + 1, np.int64)
+    np.cumsum(S_.R[chunk_q], out=toff[1:])
+    thr = np.empty(int(toff[-1]), np.float32)
+    fill = np.zeros(chunk_q.size, np.int64)
+    fill_lock = threading.Lock()
+    keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
+    bufs = [np.empty(TILE * TILE, np.float32) for _ in range(workers.n)]
+
+    def collect(w: int, ij: tuple[int, int]) -> None:
+        i, j = ij
+        keep = kept is not None and len(kept) < keep_max  # a kept tile needs its own memory
+        S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
+        with fill_lock:
+            K.collect_positive_scores(S, i * TILE, j * TILE, i == j, S_.uptr, S_.lab, S_.q_c, S_.g_c, slot, toff,
+                                      fill, thr)
+            if keep:
+                kept[ij] = S
+
+    workers.run([[p] for p in pos_tiles], collect, "positives")
+    uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+    return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
+
+
+def _phase2(S_: Setup, tiles: _Tiles, ths: list[Thresholds], pair_tiles, counts_pairs, workers: _Workers,
+            block_size: int = TILE, kept: dict | None = None):
+    """Rank every negative of the given tiles against the positive scores of the queries of
+    ``ths`` (one or two blocks) and bin the pairs of the tiles ``counts_pairs(i, j)`` selects.
+    Returns (one Counts per block, histogram (2, n_bins), {tile: (positive sum, negative sum)})."""
+    n_threads = workers.n
+    lo, inv_width = S_.lo, S_.n_bins / (S_.hi - S_.lo)
+    first = S_.uptr[:-1]
+    slot = np.full(S_.n, -1, np.int64)
+    qmin = np.full(S_.n, np.inf, np.float32)  # +inf: not a query of these blocks, never ranked
+    uvals = np.concatenate([t.uvals for t in ths]) if ths else np.zeros(0, np.float32)
+    uoff = [np.zeros(1, np.int64)]
+    nq = noff = 0
+    for t in ths:
+        slot[S_.q_pos[t.chunk_q]] = nq + np.arange(t.chunk_q.size)
+        has = t.uoff[1:] > t.uoff[:-1]
+        qmin[S_.q_pos[t.chunk_q[has]]] = t.uvals[t.uoff[:-1][has]]
+        uoff.append(t.uoff[1:] + noff)
+        nq += t.chunk_q.size
+        noff += t.uvals.size
+    uoff = np.concatenate(uoff)
+    uslot = slot[first]
+    uqmin = qmin[first]
+    acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
+            np.zeros((2, 4, S_.n_bins), np.int64)) for _ in range(n_threads)]
+    cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
+    tile_buf = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
+    nqh = nq if S_.per_query else 0
+    qacc = [(np.zeros((nqh, 2, S_.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
+    tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
+    kept = kept if kept is not None else {}
+
+    def count(w: int, ij: tuple[int, int]) -> None:
+        i, j = ij
+        S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
+        if S is None:
+            S = tiles(i, j, out=tile_buf[w])
+        gt, eq, h = acc[w]
+        pairs = counts_pairs(i, j)
+        sums = np.zeros(2, np.float64)
+        if S_.loo and not S_.per_query and not S_.tile_shared[i] and not S_.tile_shared[j]:
+            K.count_tile_loo(S, i * TILE, j * TILE, i == j, S_.ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
+                             inv_width, sums, cand_buf[w], pairs)
+        else:
+            K.count_tile(S, i * TILE, j * TILE, i == j, S_.uptr, S_.lab, S_.q_c, S_.g_c, slot, uoff, uvals, qmin,
+                         S_.ulab, S_.uq, S_.ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0],
+                         qacc[w][1], S_.fx)
+        if pairs:
+            tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
+
+    rows_per_task = max(1, block_size // TILE)
+    tasks: dict[int, list[tuple[int, int]]] = {}
+    for i, j in pair_tiles:
+        tasks.setdefault(i // rows_per_task, []).append((i, j))
+    workers.run(list(tasks.values()), count, "pairs")
+    gt = sum(a[0] for a in acc)
+    eq = sum(a[1] for a in acc)
+    qh = sum(a[0] for a in qacc) if S_.per_query else None
+    qs = sum(a[1] for a in qacc) if S_.per_query else None
+    out, q0, v0 = [], 0, 0
+    for t in ths:
+        q1, v1 = q0 + t.chunk_q.size, v0 + t.uvals.size
+        out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
+        q0, v0 = q1, v1
+    return out, sum(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def _phase3(S_: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query metrics of a block from its positive scores and its summed counts."""
+    v = np.empty((th.chunk_q.size, len(S_.columns)), np.float64)
+    c = np.empty((th.chunk_q.size, S_.n_recall), np.float64)
+    K.query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, S_.ks, S_.n_recall, S_.interpolated, v, c)
+    return v, c
+
+
+def _tile_arrays(tile_sums: dict) -> tuple[np.ndarray, np.ndarray]:
+    keys = sorted(tile_sums)
+    return (np.asarray(keys, np.int64).reshape(-1, 2),
+            np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2))
+
+
 def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size: int = TILE,
               workers: _Workers | None = None, plan=None) -> BlockResult:
     """The three phases for the queries of row tiles [c0, c1) against the whole gallery."""
     S_ = setup
     tiles = _tiles_for(S_)
-    n = S_.n
     pos_tiles, pair_tiles = plan if plan is not None else S_.plan(c0, c1)
     if workers is None:
         workers = _Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
-    n_threads = workers.n
-    lo, inv_width = S_.lo, S_.n_bins / (S_.hi - S_.lo)
-    uptr, lab, q_c, g_c, ulab, uq, ug = S_.uptr, S_.lab, S_.q_c, S_.g_c, S_.ulab, S_.uq, S_.ug
-    first = uptr[:-1]
-    chunk_q = np.nonzero((S_.q_tile >= c0) & (S_.q_tile < c1))[0]  # indices into q_pos
-    slot = np.full(n, -1, np.int64)
-    slot[S_.q_pos[chunk_q]] = np.arange(chunk_q.size)
-    toff = np.zeros(chunk_q.size + 1, np.int64)
-    np.cumsum(S_.R[chunk_q], out=toff[1:])
-
+    kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
     with threadpool_limits(limits=1, user_api="blas"):
-        # phase 1: the block's queries' positive scores
-        thr = np.empty(int(toff[-1]), np.float32)
-        fill = np.zeros(chunk_q.size, np.int64)
-        fill_lock = threading.Lock()
-        kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
-        keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
+        th = _phase1(S_, tiles, c0, c1, pos_tiles, workers, kept)
+        (counts,), hist, tile_sums = _phase2(S_, tiles, [th], pair_tiles,
+                                             lambda i, j: S_.counts_pairs(i, j, c0, c1), workers, block_size, kept)
+        v, c = _phase3(S_, th, counts)
+    keys, sums = _tile_arrays(tile_sums)
+    return BlockResult(c0=c0, c1=c1, chunk_q=th.chunk_q, values=v, curves=c, hist=hist, tile_keys=keys,
+                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum)
 
-        def collect(w: int, ij: tuple[int, int]) -> None:
-            i, j = ij
-            S = tiles(i, j)
-            with fill_lock:
-                K.collect_positive_scores(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, toff, fill, thr)
-                if len(kept) < keep_max:
-                    kept[ij] = S
 
-        workers.run([[p] for p in pos_tiles], collect, "positives")
-        uvals, ur, uoff = K.distinct_thresholds(thr, toff)
-        thr = np.empty(0, np.float32)  # frees the positive lists (the closure above is done with them)
-        # lowest positive score of each item's query; +inf outside the block: never ranked
-        qmin = np.full(n, np.inf, np.float32)
-        has = uoff[1:] > uoff[:-1]
-        qmin[S_.q_pos[chunk_q[has]]] = uvals[uoff[:-1][has]]
-        uslot = slot[first]
-        uqmin = qmin[first]
+# ------------------------------------------------------------------ the same pass as a task graph
+# Blocks partition the row tiles; the upper triangle of tiles is cut into block pairs (a <= b),
+# each computed once: thresholds per block -> counts per block pair -> metrics per block.
 
-        # phase 2: rank negatives against them; bin each pair once (in the block owning its tile)
-        acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
-                np.zeros((2, 4, S_.n_bins), np.int64)) for _ in range(n_threads)]
-        cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
-        nqh = chunk_q.size if S_.per_query else 0
-        qacc = [(np.zeros((nqh, 2, S_.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
-        tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
+def block_thresholds(setup: Setup, c0: int, c1: int) -> Thresholds:
+    """Task: phase 1 for the queries of row tiles [c0, c1)."""
+    S_ = setup
+    inc = np.zeros(S_.n_tiles, bool)
+    inc[c0:c1] = S_.tile_has_query[c0:c1]
+    pp = S_.pos_pairs
+    pos = [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _phase1(S_, _tiles_for(S_), c0, c1, pos, _Workers(1, len(pos), None))
 
-        def count(w: int, ij: tuple[int, int]) -> None:
-            i, j = ij
-            S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
-            if S is None:
-                S = tiles(i, j)
-            gt, eq, h = acc[w]
-            pairs = S_.counts_pairs(i, j, c0, c1)
-            sums = np.zeros(2, np.float64)
-            if S_.loo and not S_.per_query and not S_.tile_shared[i] and not S_.tile_shared[j]:
-                K.count_tile_loo(S, i * TILE, j * TILE, i == j, ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
-                                 inv_width, sums, cand_buf[w], pairs)
-            else:
-                K.count_tile(S, i * TILE, j * TILE, i == j, uptr, lab, q_c, g_c, slot, uoff, uvals, qmin, ulab,
-                             uq, ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0], qacc[w][1],
-                             S_.fx)
-            if pairs:
-                tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
 
-        rows_per_task = max(1, block_size // TILE)
-        tasks: dict[int, list[tuple[int, int]]] = {}
-        for i, j in pair_tiles:
-            tasks.setdefault(i // rows_per_task, []).append((i, j))
-        workers.run(list(tasks.values()), count, "pairs")
+def pair_tiles(setup: Setup, a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
+    """Tiles (i, j), i <= j, with i in block a and j in block b (a before or equal to b) that
+    hold a query."""
+    hq = setup.tile_has_query
+    out = []
+    for i in range(*a):
+        for j in range(max(i, b[0]), b[1]):
+            if hq[i] or hq[j]:
+                out.append((i, j))
+    return out
 
-        # phase 3: the block's per-query metrics
-        gt = sum(a[0] for a in acc)
-        eq = sum(a[1] for a in acc)
-        hist = sum(a[2] for a in acc).sum(axis=1)
-        v = np.empty((chunk_q.size, len(S_.columns)), np.float64)
-        c = np.empty((chunk_q.size, S_.n_recall), np.float64)
-        K.query_metrics(uoff, uvals, ur, gt, eq, S_.ks, S_.n_recall, S_.interpolated, v, c)
-    keys = sorted(tile_sums)
-    return BlockResult(c0=c0, c1=c1, chunk_q=chunk_q, values=v, curves=c, hist=hist,
-                       tile_keys=np.asarray(keys, np.int64).reshape(-1, 2),
-                       tile_sums=np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2),
-                       qhist=sum(a[0] for a in qacc) if S_.per_query else None,
-                       qsum=sum(a[1] for a in qacc) if S_.per_query else None)
+
+@dataclass
+class PairResult:
+    counts: list[Counts]  # one per block of the pair that has queries, in order a, b
+    hist: np.ndarray
+    tile_keys: np.ndarray
+    tile_sums: np.ndarray
+
+
+def block_pair_counts(setup: Setup, ths: list[Thresholds], a: tuple[int, int], b: tuple[int, int]) -> PairResult:
+    """Task: phase 2 over the tiles between blocks a and b, for the queries of both."""
+    S_ = setup
+    tiles = pair_tiles(S_, a, b)
+    with threadpool_limits(limits=1, user_api="blas"):
+        counts, hist, tile_sums = _phase2(S_, _tiles_for(S_), ths, tiles, lambda i, j: True,
+                                          _Workers(1, len(tiles), None))
+    keys, sums = _tile_arrays(tile_sums)
+    return PairResult(counts, hist, keys, sums)
+
+
+def pair_part(result: PairResult, k: int) -> Counts:
+    """Task: one block's share of a block pair's counts (runs where the pair's result is)."""
+    return result.counts[k]
+
+
+def pair_summary(result: PairResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Task: what the client needs of a block pair: histogram and tile sums."""
+    return result.hist, result.tile_keys, result.tile_sums
+
+
+def block_metrics(setup: Setup, th: Thresholds, *parts: Counts) -> BlockResult:
+    """Task: phase 3 for a block from the sum of its counts over all block pairs."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    v, c = _phase3(setup, th, total)
+    return BlockResult(c0=th.c0, c1=th.c1, chunk_q=th.chunk_q, values=v, curves=c,
+                       hist=np.zeros((2, setup.n_bins), np.int64), tile_keys=np.zeros((0, 2), np.int64),
+                       tile_sums=np.zeros((0, 2)), qhist=total.qhist, qsum=total.qsum)
+
+
+def partition(setup: Setup, n_blocks: int, memory_mb: int) -> list[tuple[int, int]]:
+    """Row-tile ranges covering every tile: about ``n_blocks`` of equal size, cut further where a
+    block's queries' positive lists would exceed the memory budget (2 blocks are held at once)."""
+    T = setup.n_tiles
+    n_blocks = max(1, min(n_blocks, T))
+    cuts = {(b * T) // n_blocks for b in range(n_blocks + 1)}
+    for c0, c1 in memory_chunks(setup, max(1, memory_mb // 2), 1):
+        cuts.update((c0, c1))
+    bounds = sorted(cuts)
+    return [(x, y) for x, y in zip(bounds[:-1], bounds[1:], strict=True) if y > x]
 
 
 def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:

@@ -1,23 +1,28 @@
-"""The same pass on a Dask cluster: blocks of queries as tasks, merged exactly.
+"""The same pass on a Dask cluster, as a task graph merged exactly.
 
 * The :class:`~analysis_core.engine.core.Setup` (unique vectors in canonical order, the item
-  layout) is scattered to every worker once (``broadcast=True``); each task is
-  :func:`~analysis_core.engine.core.run_block` for one block of query row tiles.
-* A block's result depends on nothing but the setup and its row range, so a task that Dask runs
-  again after a worker died gives the same bits; blocks are merged by
-  :func:`~analysis_core.engine.core.assemble` (rows by position, integer histograms, per-tile sums
-  by ``fsum`` in tile order), which refuses an incomplete set. Results equal the in-process pass
-  exactly — on workers that compute the same bits for a tile. That holds for the same NumPy/BLAS
-  build on the same CPU kind; :meth:`DaskCompute.start` checks it with a canary tile on every
-  worker and refuses a cluster whose workers disagree.
-* Cost: a block needs every tile in its rows. The in-process pass computes each tile once for the
-  queries of both its row and its column; blocks compute a tile twice when its row and column
-  tiles are in different blocks. Counting (the larger share) is not repeated, only the products.
+  layout) is scattered to every worker once (``broadcast=True``).
+* The row tiles are partitioned into B blocks; the upper triangle of tiles into the block pairs
+  (a <= b), so every tile is computed exactly once, as in-process. Tasks:
+  ``block_thresholds`` (phase 1: each block's queries' positive scores) ->
+  ``block_pair_counts`` (phase 2: the tiles between blocks a and b rank the negatives of both
+  blocks' queries; integer counts, integer histograms, per-tile sums) -> ``block_metrics``
+  (phase 3: a block's counts summed over its B pairs, then its per-query metrics).
+* Every task is a pure function of the setup and its inputs, so a task Dask runs again after a
+  worker died gives the same bits; integer counts add exactly; the client merges with
+  :func:`~analysis_core.engine.core.assemble` (rows by position, tile sums by ``fsum`` in tile
+  order), which refuses an incomplete set. Results equal the in-process pass bit for bit -- on
+  workers that compute the same bits for a tile: the same NumPy/BLAS build on the same CPU kind.
+  :meth:`DaskCompute.start` checks that with a canary tile on every worker and refuses a cluster
+  whose workers disagree.
+* What a worker does beyond a core in-process: the positive tiles (phase 1) are computed again in
+  phase 2 (in-process they are kept), and the counts of each block travel once per block pair.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -26,7 +31,21 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from ..errors import ComputeError
-from .core import TILE, PassResult, Progress, Setup, _Tiles, assemble, memory_chunks, run_block, split_blocks
+from .core import (
+    TILE,
+    BlockResult,
+    PassResult,
+    Progress,
+    Setup,
+    _Tiles,
+    assemble,
+    block_metrics,
+    block_pair_counts,
+    block_thresholds,
+    pair_part,
+    pair_summary,
+    partition,
+)
 
 INSTALL_HINT = "install the 'scale' extra: pip install -e '.[scale]' (dask[distributed])"
 
@@ -61,13 +80,13 @@ class DaskCompute:
     ``scheduler`` (e.g. ``tcp://10.0.0.5:8786``). Use as a context manager, or call
     :meth:`start` / :meth:`close`.
 
-    ``blocks_per_worker``: query blocks per worker (load balance vs. repeated tile products).
+    ``tasks_per_worker``: block-pair tasks per worker (load balance vs. per-task overhead).
     ``no_worker_timeout``: seconds without any worker before the run fails (never a partial result).
     """
 
     workers: int | None = None
     scheduler: str | None = None
-    blocks_per_worker: int = 3
+    tasks_per_worker: int = 4
     no_worker_timeout: float = 60.0
     connect_timeout: float = 10.0
     notes: list[str] = field(default_factory=list)
@@ -150,52 +169,91 @@ class DaskCompute:
 
     def run_pass(self, setup: Setup, *, memory_mb: int = 1024, block_size: int = TILE,
                  progress: Progress | None = None) -> PassResult:
-        """Run every query block of ``setup`` as a task and merge the results exactly."""
+        """Run the pass as a task graph on the cluster and merge the results exactly."""
         self.start()
         client = self._client
         n_workers = self._wait_for_workers()
-        blocks = split_blocks(memory_chunks(setup, memory_mb, 1), setup, self.blocks_per_worker * n_workers)
+        # B blocks give B (B + 1) / 2 block pairs: about tasks_per_worker of them per worker
+        n_blocks = max(1, math.ceil((math.sqrt(1 + 8 * self.tasks_per_worker * n_workers) - 1) / 2))
+        ranges = partition(setup, n_blocks, memory_mb)
+        hasq = [bool(setup.tile_has_query[a:b].any()) for a, b in ranges]
         run_id = uuid.uuid4().hex[:8]
         shared = client.scatter(setup, broadcast=True, hash=False)
-        futures = [client.submit(run_block, shared, c0, c1, block_size=block_size, pure=False,
-                                 key=f"query-block-{c0}-{c1}-{run_id}") for c0, c1 in blocks]
-        results = []
-        pending = set(futures)
+
+        def submit(fn, *args, name: str):
+            return client.submit(fn, *args, pure=False, key=f"{name}-{run_id}")
+
+        th = {a: submit(block_thresholds, shared, *ranges[a], name=f"thresholds-{a}")
+              for a in range(len(ranges)) if hasq[a]}
+        parts: dict[int, list] = {a: [] for a in th}
+        pair_futures, finals = [], []
+        for a in range(len(ranges)):
+            for b in range(a, len(ranges)):
+                blocks = [x for x in dict.fromkeys((a, b)) if hasq[x]]
+                if not blocks:
+                    continue
+                f = submit(block_pair_counts, shared, [th[x] for x in blocks], ranges[a], ranges[b],
+                           name=f"pair-{a}-{b}")
+                pair_futures.append(f)
+                for k, x in enumerate(blocks):
+                    parts[x].append(submit(pair_part, f, k, name=f"part-{a}-{b}-{x}"))
+                finals.append(submit(pair_summary, f, name=f"summary-{a}-{b}"))
+        finals += [submit(block_metrics, shared, th[a], *parts[a], name=f"metrics-{a}") for a in th]
+        watched = pair_futures + finals
+        results = {}
+        released: set[int] = set()
         no_worker_since = None
-        stage = f"query blocks on the {self.label}"
+        stage = f"block pairs on the {self.label}"
         try:
             if progress is not None:
-                progress(0, len(futures), stage)
-            while pending:
-                done = [f for f in pending if f.done()]
-                if not done:
-                    time.sleep(0.05)
-                pending.difference_update(done)
-                for f in done:
+                progress(0, len(watched), stage)
+            done_before = 0
+            while len(results) < len(finals):
+                for f in watched:
+                    if id(f) in released:
+                        continue
                     if f.status == "error":
-                        raise ComputeError(f"{_explain(f.exception())} {len(results)} of {len(futures)} query "
-                                           "blocks finished. No partial result is returned.")
-                    if f.status != "finished":  # cancelled: the workers holding this run's data died
+                        raise ComputeError(f"{_explain(f.exception())} {len(results)} of {len(finals)} results "
+                                           "finished. No partial result is returned.")
+                    if f.status == "cancelled":  # the workers holding this run's data died
                         raise ComputeError(
-                            f"the {self.label} lost the workers holding this run's data (a block ended as "
-                            f"'{f.status}'): {len(results)} of {len(futures)} query blocks finished. No partial "
-                            "result is returned; restart workers and run again.")
-                    results.append(f.result())
-                    f.release()
-                if done and progress is not None:
-                    progress(len(results), len(futures), stage)
-                if pending:
+                            f"the {self.label} lost the workers holding this run's data (a task was "
+                            f"cancelled): {len(results)} of {len(finals)} results finished. No partial result is "
+                            "returned; restart workers and run again.")
+                for i, f in enumerate(finals):
+                    if i not in results and f.status == "finished":
+                        results[i] = f.result()
+                        released.add(id(f))
+                        f.release()
+                done = sum(f.status == "finished" for f in pair_futures) + len(results)
+                if progress is not None and done != done_before:
+                    progress(done, len(watched), stage)
+                    done_before = done
+                if len(results) < len(finals):
+                    time.sleep(0.05)
                     if self.n_workers() == 0:
                         no_worker_since = no_worker_since or time.monotonic()
                         if time.monotonic() - no_worker_since > self.no_worker_timeout:
                             raise ComputeError(
-                                f"the {self.label} lost all its workers: {len(results)} of {len(futures)} query "
-                                f"blocks finished, none for {self.no_worker_timeout:.0f} s. No partial result is "
-                                "returned; restart workers and run again.")
+                                f"the {self.label} lost all its workers: {len(results)} of {len(finals)} results "
+                                f"finished, none for {self.no_worker_timeout:.0f} s. No partial result is returned; "
+                                "restart workers and run again.")
                     else:
                         no_worker_since = None
         finally:
-            for f in pending:
+            for f in watched + list(th.values()) + [p for ps in parts.values() for p in ps]:
                 f.cancel()
             shared.release()
-        return assemble(setup, results)
+        blocks = []
+        for r in results.values():
+            if isinstance(r, BlockResult):
+                blocks.append(r)
+            else:
+                hist, keys, sums = r
+                pq = setup.per_query
+                blocks.append(BlockResult(
+                    c0=0, c1=0, chunk_q=np.zeros(0, np.int64), values=np.zeros((0, len(setup.columns))),
+                    curves=np.zeros((0, setup.n_recall)), hist=hist, tile_keys=keys, tile_sums=sums,
+                    qhist=np.zeros((0, 2, setup.n_bins), np.int64) if pq else None,
+                    qsum=np.zeros((0, 2), np.int64) if pq else None))
+        return assemble(setup, blocks)

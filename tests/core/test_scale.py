@@ -55,7 +55,7 @@ def test_local_cluster_equals_in_process_bit_for_bit():
     X, y = clustered(3000, 24, 30, 0, dup_share=0.05)
     Xl, yl = clustered(2600, 16, 12, 1)
     role_q = np.random.default_rng(2).random(2600) < 0.3
-    with DaskCompute(workers=2, blocks_per_worker=4) as dc:
+    with DaskCompute(workers=2, tasks_per_worker=5) as dc:
         assert dc.n_workers() == 2
         for kw in ({"similarity": "cosine"}, {"similarity": "euclidean"}):
             assert_identical(run_pass(X, y, **kw), run_pass(X, y, compute=dc, **kw))
@@ -138,7 +138,7 @@ def _connect(cluster: Cluster, n: int, **kw) -> DaskCompute:
 
 def test_scheduler_and_two_worker_processes_equal_in_process(cluster2, tmp_path):
     X, y = clustered(3000, 24, 30, 3, dup_share=0.03)
-    dc = _connect(cluster2, 2, blocks_per_worker=3)
+    dc = _connect(cluster2, 2, tasks_per_worker=4)
     try:
         assert_identical(run_pass(X, y), run_pass(X, y, compute=dc))
     finally:
@@ -154,7 +154,7 @@ def test_scheduler_and_two_worker_processes_equal_in_process(cluster2, tmp_path)
 def test_a_worker_killed_mid_run_gives_identical_results(cluster2):
     X, y = clustered(9000, 48, 60, 4)
     expected = run_pass(X, y)
-    dc = _connect(cluster2, 2, blocks_per_worker=8)
+    dc = _connect(cluster2, 2, tasks_per_worker=12)
     seen = []
 
     def kill_on_first_block(done: int, total: int, stage: str) -> None:
@@ -178,7 +178,7 @@ def test_a_worker_killed_mid_run_gives_identical_results(cluster2):
 def test_every_worker_lost_fails_with_a_clear_message_and_nothing_partial():
     c = Cluster(1)
     try:
-        dc = _connect(c, 1, blocks_per_worker=20, no_worker_timeout=3)
+        dc = _connect(c, 1, tasks_per_worker=20, no_worker_timeout=3)
         X, y = clustered(6000, 32, 40, 5)
 
         def kill(done: int, total: int, stage: str) -> None:

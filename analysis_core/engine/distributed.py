@@ -155,7 +155,12 @@ class DaskCompute:
 
     def _check_workers(self) -> None:
         self._wait_for_workers()
-        prints = self._client.run(fingerprint)
+        try:
+            prints = self._client.run(fingerprint)
+        except Exception as exc:  # noqa: BLE001 - e.g. the workers' Python lacks this package
+            raise ComputeError(f"the {self.label}'s workers cannot run this package's code ({exc.__class__.__name__}: "
+                               f"{exc}). Install it where the workers run (pip install "
+                               "'embedding-retrieval-eval[scale]' from this project) and restart them.") from None
         canaries = {p["canary"] for p in prints.values()}
         if len(canaries) > 1:
             detail = "; ".join(f"{w}: numpy {p['numpy']}, {', '.join(p['blas'])}" for w, p in sorted(prints.items()))

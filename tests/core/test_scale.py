@@ -329,3 +329,37 @@ def test_per_class_table_says_how_many_queries_each_class_contributed(tmp_path):
     assert summary["methods"][m]["map"]["expected"] == iv["map"]["estimate"]
     assert "Satterthwaite" in summary["dataset"]["query_sample"]["method"]
     assert sum(1 for _ in open(out / "per_query.csv")) - 1 == 150 * len(ds.methods)
+
+
+def test_workers_without_this_package_get_a_clear_message(tmp_path):
+    """A worker whose Python cannot import analysis_core: refused at start with what to install."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask_cli = str(Path(sys.executable).parent / "dask")
+    # the worker runs from an empty folder with a PYTHONPATH that shadows analysis_core
+    shadow = tmp_path / "shadow" / "analysis_core"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('analysis_core is not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": str(shadow.parent)}
+    common = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True, "cwd": tmp_path}
+    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              env=os.environ, **common),
+             subprocess.Popen([dask_cli, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-nanny",
+                               "--no-dashboard"], env=env, **common)]
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                dc = DaskCompute(scheduler=address, connect_timeout=5)
+                dc.start()
+                dc.close()
+                raise AssertionError("a worker without the package was accepted")
+            except ComputeError as exc:
+                if "cannot reach" in str(exc) and time.monotonic() - t0 < 60:
+                    continue  # the scheduler is not listening yet
+                assert "cannot run this package's code" in str(exc) and "pip install" in str(exc), str(exc)
+                break
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)

@@ -37,6 +37,7 @@ from . import kernels as K
 
 TILE = 512  # fixed: part of the definition of the computed scores (see module docstring)
 KEEP_TILES_MB = 256  # phase-1 tiles kept for phase 2 instead of being recomputed
+_GENERAL_ONLY = False  # tests: every tile through the general kernel (the fast kernels must agree with it)
 Progress = Callable[[int, int, str], None]
 
 #: columns of the per-query output array, in order (before the P@k / Recall@k columns)
@@ -503,13 +504,16 @@ def _phase2(S_: Setup, tiles: _Tiles, ths: list[Thresholds], pair_tiles, counts_
         gt, eq, h = acc[w]
         pairs = counts_pairs(i, j)
         sums = np.zeros(2, np.float64)
-        if S_.loo and not S_.per_query and not S_.tile_shared[i] and not S_.tile_shared[j]:
-            K.count_tile_loo(S, i * TILE, j * TILE, i == j, S_.ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
-                             inv_width, sums, cand_buf[w], pairs)
-        else:
+        if S_.tile_shared[i] or S_.tile_shared[j] or _GENERAL_ONLY:
             K.count_tile(S, i * TILE, j * TILE, i == j, S_.uptr, S_.lab, S_.q_c, S_.g_c, slot, uoff, uvals, qmin,
                          S_.ulab, S_.uq, S_.ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0],
                          qacc[w][1], S_.fx)
+        elif S_.loo and not S_.per_query:
+            K.count_tile_loo(S, i * TILE, j * TILE, i == j, S_.ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
+                             inv_width, sums, cand_buf[w], pairs)
+        else:
+            K.count_tile_roles(S, i * TILE, j * TILE, i == j, S_.ulab, S_.uq, S_.ug, uslot, uqmin, uoff, uvals, gt,
+                               eq, h, lo, inv_width, sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], S_.fx)
         if pairs:
             tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
 

@@ -284,6 +284,74 @@ def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, his
 
 
 @njit(cache=True, nogil=True)
+def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums,
+                     cand, count_pairs, qh, qs, fx):
+    """Phase 2 for a tile without shared vectors when items have roles (query / gallery flags, e.g.
+    a query sample against the whole gallery): :func:`count_tile_loo`'s single pass, plus the
+    role checks of :func:`count_tile` and its optional per-query accumulators. Same results as
+    :func:`count_tile`."""
+    na, nb = S.shape
+    top = hist.shape[2] - 1
+    per_query = qh.shape[0] > 0
+    spos = 0.0
+    sneg = 0.0
+    nc = 0
+    for a in range(na):
+        ua = a0 + a
+        la = ulab[ua]
+        ma = uqmin[ua]
+        qa = uq[ua]
+        ga = ug[ua]
+        sa = uslot[ua]
+        row = S[a]
+        sp = 0.0
+        sn = 0.0
+        for b in range(a + 1 if diag else 0, nb):
+            ub = b0 + b
+            ab = qa & ug[ub]  # a ranks b
+            ba = uq[ub] & ga  # b ranks a
+            if (ab | ba) == 0:
+                continue
+            x = row[b]
+            same = la == ulab[ub]
+            if count_pairs or per_query:
+                k = min(max(int((x - lo) * inv_width), 0), top)
+                s_ = np.int64(same)
+                if count_pairs:
+                    hist[s_, b & 3, k] += 1
+                    if same:
+                        sp += x
+                    else:
+                        sn += x
+                if per_query:
+                    if ab and sa >= 0:
+                        qh[sa, s_, k] += 1
+                        qs[sa, s_] += _fixed(x, fx)
+                    sb = uslot[ub]
+                    if ba and sb >= 0:
+                        qh[sb, s_, k] += 1
+                        qs[sb, s_] += _fixed(x, fx)
+            if (not same) and ((ab and x >= ma) or (ba and x >= uqmin[ub])):
+                cand[nc, 0] = a
+                cand[nc, 1] = b
+                nc += 1
+        spos += sp
+        sneg += sn
+    for c in range(nc):
+        a = cand[c, 0]
+        b = cand[c, 1]
+        x = S[a, b]
+        ua = a0 + a
+        ub = b0 + b
+        if uq[ua] and ug[ub] and x >= uqmin[ua]:
+            _bump(uslot[ua], x, uoff, uvals, gt, eq)
+        if uq[ub] and ug[ua] and x >= uqmin[ub]:
+            _bump(uslot[ub], x, uoff, uvals, gt, eq)
+    sums[0] = spos
+    sums[1] = sneg
+
+
+@njit(cache=True, nogil=True)
 def query_metrics(uoff, uvals, ur, gt, eq, ks, n_points, interpolated, out, curves):
     """Phase 3: per query slot, rebuild its positive tie blocks and evaluate every metric.
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine.core import PassResult, Progress, run_pass
+from .engine.core import PassResult, Progress, gallery_positives, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .stats.histograms import jensen_shannon
@@ -46,6 +47,7 @@ class Evaluation:
     query_sample: QuerySample | None = None  # with query sampling: the design (positions in rows)
     alpha: float = 0.05
     compute_notes: tuple[str, ...] = ()
+    _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def methods(self) -> list[str]:
@@ -103,7 +105,13 @@ class Evaluation:
 
     def method_summary(self, method: str) -> dict:
         """Means over the queries (exact), or with query sampling stratified estimates, their
-        intervals under ``intervals`` (same keys) and the pair statistics of the sampled queries."""
+        intervals under ``intervals`` (same keys) and the pair statistics of the sampled queries.
+        Computed once per evaluation (pages and exports ask again); callers get a deep copy."""
+        if method not in self._summaries:
+            self._summaries[method] = self._method_summary(method)
+        return copy.deepcopy(self._summaries[method])
+
+    def _method_summary(self, method: str) -> dict:
         r = self.results[method]
         keep = r.values[:, 0] > 0
         col = {c: r.values[keep, i] for i, c in enumerate(r.columns)}
@@ -276,9 +284,7 @@ def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None
     codes = sub.label_codes
     isq_all = np.ones(sub.n_items, bool) if isq is None else isq
     isg_all = np.ones(sub.n_items, bool) if isg is None else isg
-    gal = np.bincount(codes[isg_all], minlength=int(codes.max()) + 1)
-    R = gal[codes] - isg_all.astype(np.int64)
-    frame = np.nonzero(isq_all & (R > 0))[0]
+    frame = np.nonzero(isq_all & (gallery_positives(codes, isg_all) > 0))[0]
     if not 2 <= n < frame.size:
         raise InputError("settings", f"a query sample of {n} from {frame.size} queries with a positive.",
                          f"use a sample size from 2 to {frame.size - 1}, or leave sampling out for the exact "

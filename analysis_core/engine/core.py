@@ -304,22 +304,36 @@ class Setup:
         query-gallery pair.
         """
         T = self.n_tiles
-        inc = np.zeros(T, bool)
-        inc[c0:c1] = self.tile_has_query[c0:c1]
-        pp = self.pos_pairs
-        pos = [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+        inc = self._query_tiles(c0, c1)
         cols = np.nonzero(inc)[0]
         pairs: list[tuple[int, int]] = []
         for i in range(T):
             js = range(i, T) if inc[i] else cols[cols >= i].tolist()
             pairs.extend((i, j) for j in js)
-        return pos, pairs
+        return self.positive_tiles(c0, c1), pairs
+
+    def _query_tiles(self, c0: int, c1: int) -> np.ndarray:
+        inc = np.zeros(self.n_tiles, bool)
+        inc[c0:c1] = self.tile_has_query[c0:c1]
+        return inc
+
+    def positive_tiles(self, c0: int, c1: int) -> list[tuple[int, int]]:
+        """Tiles holding a same-class pair of a query of row tiles [c0, c1) (phase 1)."""
+        inc = self._query_tiles(c0, c1)
+        pp = self.pos_pairs
+        return [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
 
     def counts_pairs(self, i: int, j: int, c0: int, c1: int) -> bool:
         """Whether block [c0, c1) bins tile (i, j)'s pairs: each tile is binned by exactly one
         block, the one holding its row tile (its column tile when the row tile has no query)."""
         owner = i if self.tile_has_query[i] else j
         return c0 <= owner < c1
+
+
+def gallery_positives(codes: np.ndarray, is_gallery: np.ndarray) -> np.ndarray:
+    """R of every item as a query: the gallery items of its class other than itself."""
+    gal_per_class = np.bincount(codes[is_gallery], minlength=int(codes.max()) + 1 if codes.size else 0)
+    return gal_per_class[codes] - is_gallery.astype(np.int64)
 
 
 def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
@@ -343,8 +357,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     g_c = isg[items]
     q_pos = np.nonzero(q_c)[0]
     # R of each query = same-class gallery items other than itself
-    gal_per_class = np.bincount(lab[g_c], minlength=int(codes.max()) + 1 if n else 0)
-    R = gal_per_class[lab[q_pos]] - g_c[q_pos].astype(np.int64)
+    R = gallery_positives(lab, g_c)[q_pos]
     lo, hi = _score_range(Xu, similarity)
     first = uptr[:-1]
     n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
@@ -574,10 +587,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
 def block_thresholds(setup: Setup, c0: int, c1: int) -> Thresholds:
     """Task: phase 1 for the queries of row tiles [c0, c1)."""
     S_ = setup
-    inc = np.zeros(S_.n_tiles, bool)
-    inc[c0:c1] = S_.tile_has_query[c0:c1]
-    pp = S_.pos_pairs
-    pos = [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+    pos = S_.positive_tiles(c0, c1)
     with threadpool_limits(limits=1, user_api="blas"):
         return _phase1(S_, _tiles_for(S_), c0, c1, pos, _Workers(1, len(pos), None))
 

@@ -132,26 +132,13 @@ def _stratified_mean(y: np.ndarray, strata: np.ndarray, sample: QuerySample) -> 
     return float(est)
 
 
-def stratified_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05) -> dict:
-    """Estimate and ``1 - alpha`` Student-t interval (Satterthwaite df) of the frame mean from the
-    sampled ``values`` (one per sampled query, ``strata`` their stratum)."""
-    y = np.asarray(values, np.float64)
-    est = _stratified_mean(y, strata, sample)
-    var, df = _satterthwaite(y, strata, sample)
+def _t_interval(est: float, var: float, df: float, alpha: float) -> dict:
     half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var) if var > 0 else 0.0
     return {"estimate": est, "low": est - half, "high": est + half, "se": math.sqrt(var), "df": float(df),
             "confidence": 1 - alpha}
 
 
-def proportion_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05) -> dict:
-    """Hit rates (P@1, Recall@K: per-query values 0 or 1, fractional only under ties): the
-    Korn-Graubard interval (Korn & Graubard 1998), i.e. Clopper-Pearson with the effective sample
-    size ``n* = min(n, p(1-p)/v)`` adjusted for the degrees of freedom. Unlike a t interval it does
-    not collapse to a point when every sampled query of every class is a hit."""
-    y = np.asarray(values, np.float64)
-    est = _stratified_mean(y, strata, sample)
-    var, df = _satterthwaite(y, strata, sample)
-    n = y.size
+def _korn_graubard(est: float, var: float, df: float, n: int, alpha: float) -> dict:
     p = min(max(est, 0.0), 1.0)
     n_eff = n if var <= 0 else min(n, p * (1 - p) / var) if 0 < p < 1 else n
     if np.isfinite(df) and df > 0:
@@ -165,15 +152,18 @@ def proportion_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySam
 
 def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, alpha: float = 0.05,
                   hit_rate: bool = False) -> dict:
-    """The interval this package reports for a per-query mean in [0, 1]: Korn-Graubard for hit
-    rates and for means so close to 0 or 1 that fewer than 10 sampled queries' worth lie on the
-    near side (``n min(p, 1 - p) < 10``: within-class variances are then mostly 0 and a t interval
-    collapses), else Student t with Satterthwaite df."""
+    """Estimate and ``1 - alpha`` interval of the frame mean of a per-query metric in [0, 1] from
+    the sampled ``values`` (``strata``: their strata). Student t with Satterthwaite df; for hit
+    rates (P@1, Recall@K: per-query values 0 or 1, fractional only under ties) and for means so
+    close to 0 or 1 that ``n min(p, 1 - p) < 10`` (within-class variances are then mostly 0 and a t
+    interval collapses to a point), the Korn-Graubard interval (Korn & Graubard 1998):
+    Clopper-Pearson with the effective sample size ``min(n, p(1-p)/v)``, adjusted for the df."""
     y = np.asarray(values, np.float64)
     p = _stratified_mean(y, strata, sample)
+    var, df = _satterthwaite(y, strata, sample)
     if hit_rate or y.size * min(p, 1 - p) < 10:
-        return {**proportion_interval(y, strata, sample, alpha), "interval": "korn-graubard"}
-    return {**stratified_interval(y, strata, sample, alpha), "interval": "t"}
+        return {**_korn_graubard(p, var, df, y.size, alpha), "interval": "korn-graubard"}
+    return {**_t_interval(p, var, df, alpha), "interval": "t"}
 
 
 def _satterthwaite(z: np.ndarray, strata: np.ndarray, sample: QuerySample) -> tuple[float, float]:
@@ -198,17 +188,13 @@ def ratio_interval(y: np.ndarray, x: np.ndarray, strata: np.ndarray, sample: Que
     scores / positive pairs) from the sample: combined ratio estimator, linearized variance."""
     y = np.asarray(y, np.float64)
     x = np.asarray(x, np.float64)
-    W = sample.N_h / sample.N
-    ybar = sum(W[h] * y[strata == h].mean() for h in range(W.size))
-    xbar = sum(W[h] * x[strata == h].mean() for h in range(W.size))
+    xbar = _stratified_mean(x, strata, sample)
     if xbar == 0:
         return {"estimate": float("nan"), "low": float("nan"), "high": float("nan"), "se": float("nan"),
-                "df": float("nan"), "confidence": 1 - alpha}
-    r = float(ybar / xbar)
+                "df": float("nan"), "confidence": 1 - alpha, "interval": "ratio, linearized"}
+    r = _stratified_mean(y, strata, sample) / xbar
     var, df = _satterthwaite((y - r * x) / xbar, strata, sample)
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var) if var > 0 else 0.0
-    return {"estimate": r, "low": r - half, "high": r + half, "se": math.sqrt(var), "df": float(df),
-            "confidence": 1 - alpha, "interval": "ratio, linearized"}
+    return {**_t_interval(r, var, df, alpha), "interval": "ratio, linearized"}
 
 
 def rao_wu_weights(strata: np.ndarray, sample: QuerySample, reps: int, seed: int) -> np.ndarray:

@@ -27,18 +27,8 @@ from .figures.variability import ap_by_class_figure, paired_differences_figure, 
 from .stats.bands import pr_bands
 from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
 from .stats.histograms import histogram_table
-from .stats.variability import (
-    TooManyGroups,
-    ap_frame,
-    balanced_subsample,
-    class_summary,
-    games_howell,
-    mixed_model,
-    one_way,
-    paired_tests,
-    tukey_hsd,
-    two_way_anova,
-)
+from .stats.analysis import analyse
+from .stats.variability import ap_frame, class_summary
 
 
 @dataclass
@@ -67,9 +57,9 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.captions["pr_band"] = (f"Precision at each recall level: mean over queries and "
                                f"{100 * (1 - alpha):g}% {'pointwise t' if band_kind == 't' else 'simultaneous'} band.")
     ap = ap_frame(ev)
-    if per_class_n:
-        ap = balanced_subsample(ap, per_class_n, seed)
-        rep.warnings.append(f"statistics use a balanced subsample of {per_class_n} queries per class (seed {seed}).")
+    res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed)
+    ap = res.data
+    rep.warnings += res.warnings
     rep.tables["classes"] = class_summary(ap, ev.class_query_counts() if ev.query_sample is not None else None)
     rep.captions["classes"] = "Per-class AP: queries that contributed, mean, sd and minimum, lowest mean first." + (
         " Query sample: of_queries = the class's queries sampled from." if ev.query_sample is not None else "")
@@ -77,38 +67,29 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
         qs = ev.query_sample
         rep.warnings.append(f"query sample: {qs.n} of {qs.N} queries (seed {qs.seed}); statistics are over the "
                             "sampled queries and summary.json gives every mean with an interval.")
-    ow = one_way(ap)
-    rep.tables["anova"] = ow.tests
+    rep.tables["anova"] = res.one_way.tests
     rep.captions["anova"] = "One-way tests of per-query AP over " + (
         "method x class groups." if len(ev.methods) > 1 else "classes.")
-    rep.warnings += ow.warnings
     rep.figures["pr_bands"] = pr_bands_figure(bands)
     rep.figures["ap_by_class"] = ap_by_class_figure(ap)
-    try:
-        tk = tukey_hsd(ap, alpha)
-        gh = games_howell(ap, alpha)
-    except TooManyGroups as exc:
-        rep.warnings.append(f"pairwise comparisons skipped: {exc}")
-    else:
-        rep.tables["tukey_hsd"] = tk.table
+    if "tukey" in res.posthoc:
+        rep.tables["tukey_hsd"] = res.posthoc["tukey"].table
         rep.captions["tukey_hsd"] = f"Tukey HSD pairwise comparisons of mean AP (alpha = {alpha:g})."
-        rep.tables["games_howell"] = gh.table
+        rep.figures["tukey_hsd"] = tukey_figure(res.posthoc["tukey"])
+    if "games-howell" in res.posthoc:
+        rep.tables["games_howell"] = res.posthoc["games-howell"].table
         rep.captions["games_howell"] = f"Games-Howell pairwise comparisons of mean AP (alpha = {alpha:g})."
-        rep.figures["tukey_hsd"] = tukey_figure(tk)
-    if len(ev.methods) > 1:
-        rep.tables["two_way_anova"] = two_way_anova(ap)
+    if res.two_way is not None:
+        rep.tables["two_way_anova"] = res.two_way
         rep.captions["two_way_anova"] = "Two-way ANOVA of per-query AP: method x class (type II)."
-        mm = mixed_model(ap)
-        rep.tables["mixed_model"] = mm.table
+    if res.mixed is not None:
+        rep.tables["mixed_model"] = res.mixed.table
         rep.captions["mixed_model"] = ("Mixed model AP ~ method with a random query intercept (query variance "
-                                       f"{mm.query_variance:.4g}, residual {mm.residual_variance:.4g}).")
-        rep.warnings += mm.warnings
-        pt = paired_tests(ap, alpha=alpha, seed=seed)
-        rep.tables["paired_tests"] = pt
+                                       f"{res.mixed.query_variance:.4g}, residual {res.mixed.residual_variance:.4g}).")
+    if res.paired is not None:
+        rep.tables["paired_tests"] = res.paired
         rep.captions["paired_tests"] = "Paired per-query comparisons of methods (Holm-corrected p-values)."
-        rep.figures["paired_differences"] = paired_differences_figure(pt)
-    else:
-        rep.warnings.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
+        rep.figures["paired_differences"] = paired_differences_figure(res.paired)
 
 
 def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int) -> None:

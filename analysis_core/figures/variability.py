@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..stats.bands import ALL
-from ..stats.variability import PostHocResult
+from ..stats.posthoc import PostHocResult
 from .style import PALETTE, base_layout, rgba
 
 

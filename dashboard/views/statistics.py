@@ -1,24 +1,23 @@
-"""Statistics: one-way tests, Tukey HSD / Games-Howell, two-way ANOVA, mixed model, paired tests."""
+"""Statistics: one-way tests, Tukey HSD / Games-Howell, two-way ANOVA, mixed model, paired tests —
+all from one ``analyse`` call (the report runs the same)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
-from analysis_core.stats.variability import (
-    MAX_POSTHOC_GROUPS,
-    TooManyGroups,
-    ap_frame,
-    balanced_subsample,
-    games_howell,
-    mixed_model,
-    one_way,
-    paired_tests,
-    tukey_hsd,
-    two_way_anova,
-)
+from analysis_core.stats.analysis import VariabilityAnalysis, analyse
+from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
+from analysis_core.stats.variability import ap_frame, balanced_subsample
 from dashboard import components
 from dashboard.views.common import alpha, current
+
+
+@st.cache_data(show_spinner="Running the statistics…", max_entries=32)
+def _analysis(key: str, ap: pd.DataFrame, a: float) -> VariabilityAnalysis:
+    return analyse(ap, a)
+
 
 st.title("Variability across classes and methods")
 got = current()
@@ -28,39 +27,40 @@ if got is not None:
     methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
     ap = ap_frame(ev, methods or ev.methods)
     all_classes = sorted(ap["label"].unique())
-    default = all_classes if len(all_classes) * max(1, len(methods)) <= MAX_POSTHOC_GROUPS else all_classes[:5]
-    classes = st.multiselect("Classes", all_classes, default=default,
-                             help=f"pairwise comparisons need at most {MAX_POSTHOC_GROUPS} method × class groups")
+    classes = st.multiselect("Classes", all_classes, default=all_classes,
+                             help=f"Tukey HSD and Games-Howell tables are made for at most {MAX_POSTHOC_GROUPS} "
+                                  "method × class groups; every other test uses every selected query.")
     ap = ap[ap["label"].isin(classes or all_classes)]
-    if st.toggle("Balanced subsample (same n queries per class, as paper 003)"):
+    if st.toggle("Balanced subsample (same n queries per class, as Brughi et al.)"):
         n = st.slider("Queries per class", 2, 50, 5)
         ap = balanced_subsample(ap, n, seed=st.number_input("Seed", 0, 10_000, 0))
-    st.caption(f"{len(ap)} per-query APs in {ap.groupby(['method', 'label']).ngroups} groups, α = {a}.")
+    n_groups = ap.groupby(["method", "label"]).ngroups
+    st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
+    res = _analysis(key, ap.reset_index(drop=True), a)
+    components.warnings(list(res.warnings))
 
-    ow = one_way(ap)
     st.subheader("One-way tests")
-    components.warnings(ow.warnings)
-    components.table(ow.tests, "anova")
+    components.table(res.one_way.tests, "anova")
     st.subheader("Pairwise comparisons")
-    post = st.radio("Procedure", ["Tukey HSD", "Games-Howell (unequal variances)"], horizontal=True)
-    try:
-        res = tukey_hsd(ap, a) if post == "Tukey HSD" else games_howell(ap, a)
-    except TooManyGroups as exc:
-        st.info(str(exc))
+    post = st.radio("Procedure", ["tukey", "games-howell"], horizontal=True,
+                    format_func={"tukey": "Tukey HSD", "games-howell": "Games-Howell (unequal variances)"}.get)
+    if post in res.posthoc:
+        ph = res.posthoc[post]
+        name = "tukey_hsd" if post == "tukey" else "games_howell"
+        components.figure(tukey_figure(ph), name, ph.table)
+        components.table(ph.table, "pairwise")
     else:
-        components.figure(tukey_figure(res), "tukey_hsd" if post == "Tukey HSD" else "games_howell", res.table)
-        components.table(res.table, "pairwise")
-    if len(set(ap["method"])) > 1:
+        st.info(f"No pairwise table: {n_groups} groups (at most {MAX_POSTHOC_GROUPS}, at least 2 with two "
+                "queries). Pick fewer classes or methods; the tests above and below use every query.")
+    if res.two_way is not None:
         st.subheader("Two-way ANOVA: method × class")
-        components.table(two_way_anova(ap), "two_way_anova")
+        components.table(res.two_way, "two_way_anova")
         st.subheader("Mixed model: AP ~ method + (1 | query)")
-        mm = mixed_model(ap)
-        components.warnings(mm.warnings)
-        st.caption(f"query variance {mm.query_variance:.4g}, residual variance {mm.residual_variance:.4g}")
-        components.table(mm.table, "mixed_model")
+        st.caption(f"query variance {res.mixed.query_variance:.4g}, "
+                   f"residual variance {res.mixed.residual_variance:.4g}")
+        components.table(res.mixed.table, "mixed_model")
         st.subheader("Paired tests")
-        pt = paired_tests(ap, alpha=a)
-        components.figure(paired_differences_figure(pt), "paired_differences", pt)
-        components.table(pt, "paired_tests")
+        components.figure(paired_differences_figure(res.paired), "paired_differences", res.paired)
+        components.table(res.paired, "paired_tests")
     else:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")

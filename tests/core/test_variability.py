@@ -12,15 +12,9 @@ from scipy import stats
 
 from analysis_core import Dataset, evaluate
 from analysis_core.stats.bands import band, pr_bands
-from analysis_core.stats.variability import (
-    ap_frame,
-    balanced_subsample,
-    games_howell,
-    mixed_model,
-    one_way,
-    paired_tests,
-    tukey_hsd,
-)
+from analysis_core.stats.method_tests import mixed_model, paired_tests
+from analysis_core.stats.posthoc import games_howell, tukey_hsd
+from analysis_core.stats.variability import ap_frame, balanced_subsample, one_way
 
 from .oracle import leave_one_out_rows, score_matrix
 

@@ -1,0 +1,228 @@
+"""Comparisons between methods that answer the same queries: two-way ANOVA method x class, the
+mixed model with a random query intercept, and paired tests per pair of methods.
+
+Every method answers the same queries, so method comparisons are **paired**. Each function is
+total: where a statistic is undefined (one method, residual df 0, no variation, identical
+methods) it says so — NaN with the reason in ``note`` and in ``warnings`` — and never reports a
+significant difference from rounding noise (values equal within
+:data:`~.variability.VALUE_TOLERANCE` are merged first).
+
+Conventions (stated because they differ from some defaults): two-way ANOVA uses type II sums of
+squares (as ``car::Anova``); the mixed model is fitted by REML (statsmodels ``MixedLM``) and its
+p-values are Wald z tests (``lme4`` gives no p-values; ``lmerTest`` would use Satterthwaite t);
+Wilcoxon's signed-rank test drops zero differences (``zero_method="wilcox"``, R's default) and
+uses no continuity correction (exact distribution for small n); the paired permutation test
+flips signs of the differences, exactly over all 2^n sign vectors for n <= 16, else 10 000 seeded
+random flips with p = (hits + 1) / (B + 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .variability import clean_values
+
+EXACT_PERMUTATION_MAX_N = 16  # 65 536 sign vectors
+
+
+def _undefined_terms(terms: list[str], why: str) -> pd.DataFrame:
+    return pd.DataFrame({"term": terms, "sum_sq": np.nan, "df": np.nan, "F": np.nan, "p_value": np.nan,
+                         "note": why})
+
+
+def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = None) -> pd.DataFrame:
+    """Two-way ANOVA of ``value`` on method x class with interaction (type II sums of squares):
+    term, sum_sq, df, F, p_value, note."""
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    warn = [] if warn is None else warn
+    terms = ["method", "class", "method:class", "Residual"]
+    d = clean_values(df, value).assign(cls=df["label"].astype(str), meth=df["method"].astype(str))
+    n_m, n_c = d["meth"].nunique(), d["cls"].nunique()
+    why = ""
+    if n_m < 2 or n_c < 2:
+        why = f"undefined: needs at least two methods and two classes ({n_m} method(s), {n_c} class(es))."
+    elif np.ptp(d[value].to_numpy()) == 0.0:
+        why = "undefined: every value is the same; there is no variation to test."
+    else:
+        cells = d.groupby(["meth", "cls"]).ngroups
+        resid_df = len(d) - cells
+        if resid_df <= 0:
+            why = ("undefined: residual df 0 (one query per method x class cell): use at least two queries per "
+                   "class.")
+        elif float(d.groupby(["meth", "cls"])[value].var(ddof=1).fillna(0).max()) == 0.0:
+            why = "undefined: every method x class cell is constant (zero residual variance), so F divides by zero."
+    if why:
+        warn.append(f"two-way ANOVA {why}")
+        return _undefined_terms(terms, why)
+    model = smf.ols(f"{value} ~ C(meth) * C(cls)", data=d).fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = anova_lm(model, typ=2)
+    table = table.rename(index={"C(meth)": "method", "C(cls)": "class", "C(meth):C(cls)": "method:class"})
+    table.index.name = "term"
+    out = table.rename(columns={"PR(>F)": "p_value"}).reset_index()
+    out["note"] = ""
+    bad = out["term"].ne("Residual") & ~np.isfinite(out["p_value"].to_numpy(np.float64))
+    if bad.any():
+        out.loc[bad, "note"] = "undefined: the term has no degrees of freedom left in this design."
+        warn.append(f"two-way ANOVA: term(s) {', '.join(out.loc[bad, 'term'])} undefined in this design.")
+    return out[["term", "sum_sq", "df", "F", "p_value", "note"]]
+
+
+@dataclass(frozen=True)
+class MixedModelResult:
+    """``value ~ method`` with a random intercept per query (statsmodels MixedLM, REML).
+    ``table``: term, coef, std_err, z, p_value, ci_low, ci_high, note."""
+
+    table: pd.DataFrame
+    query_variance: float
+    residual_variance: float
+    converged: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def summary_frame(self) -> pd.DataFrame:
+        return self.table
+
+
+def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> MixedModelResult:
+    """Methods as fixed effects, queries as random intercepts: the paired design in one model.
+
+    The ``method[...]`` coefficients are each method's mean difference from the reference method
+    (the first in sorted order), with standard errors that account for every method answering the
+    same queries. Undefined (with the reason) for fewer than two methods, no variation, or methods
+    that agree on every query (zero residual variance)."""
+    import statsmodels.formula.api as smf
+
+    warn: list[str] = []
+    d = clean_values(df, value).assign(meth=df["method"].astype(str), qid=df["query"].astype(str))
+    methods = sorted(d["meth"].unique())
+    terms = ["Intercept"] + [f"method[{m}]" for m in methods[1:]]
+    why = ""
+    if len(methods) < 2:
+        why = "undefined: the mixed model compares methods; give at least two."
+    elif np.ptp(d[value].to_numpy()) == 0.0:
+        why = "undefined: every value is the same; there is no variation to test."
+    else:
+        within = d.groupby("qid")[value].agg(lambda v: np.ptp(v.to_numpy()))
+        if float(within.max()) == 0.0:
+            why = "undefined: the methods agree on every query (zero residual variance); no difference to test."
+    if why:
+        warn.append(f"mixed model {why}")
+        t = pd.DataFrame({"term": terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
+                          "ci_low": np.nan, "ci_high": np.nan, "note": why})
+        return MixedModelResult(t, math.nan, math.nan, False, warn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = smf.mixedlm(f"{value} ~ C(meth)", d, groups=d["qid"]).fit(reml=True)
+    warn += sorted({f"mixed model: {str(w.message).splitlines()[0]}" for w in caught})
+    ci = fit.conf_int(alpha=alpha)
+    fe = fit.fe_params.index
+    table = pd.DataFrame({"term": [t.replace("C(meth)[T.", "method[") for t in fe],
+                          "coef": fit.fe_params.to_numpy(), "std_err": fit.bse_fe.to_numpy(),
+                          "z": (fit.fe_params / fit.bse_fe).to_numpy(), "p_value": fit.pvalues[fe].to_numpy(),
+                          "ci_low": ci.loc[fe, 0].to_numpy(), "ci_high": ci.loc[fe, 1].to_numpy(), "note": ""})
+    converged = bool(getattr(fit, "converged", True))
+    if not converged:
+        warn.append("the mixed model did not converge: read its numbers with care.")
+    return MixedModelResult(table, float(fit.cov_re.iloc[0, 0]), float(fit.scale), converged, warn)
+
+
+def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
+    """Two-sided p-value of the paired sign-flip permutation test of mean(d) = 0, and whether it
+    is exact: all 2^n sign vectors for n <= :data:`EXACT_PERMUTATION_MAX_N`, else
+    ``(hits + 1) / (B + 1)`` over ``B`` seeded random sign vectors."""
+    n = d.size
+    obs = abs(d.sum())
+    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))  # sums equal up to rounding count as reaching obs
+    if n <= EXACT_PERMUTATION_MAX_N:
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        return float(np.mean(np.abs(signs @ d) >= obs - tol)), True
+    rng = np.random.default_rng(seed)
+    hits = done = 0
+    chunk = max(1, 2_000_000 // n)
+    while done < n_permutations:
+        m = min(chunk, n_permutations - done)
+        signs = rng.integers(0, 2, (m, n), dtype=np.int8) * 2 - 1
+        hits += int(np.sum(np.abs(signs @ d) >= obs - tol))
+        done += m
+    return (hits + 1) / (n_permutations + 1), False
+
+
+def holm(p: pd.Series) -> pd.Series:
+    """Holm-adjusted p-values (statsmodels' ``multipletests``) over the defined (non-NaN) ones."""
+    from statsmodels.stats.multitest import multipletests
+
+    out = pd.Series(np.nan, index=p.index)
+    ok = p.notna()
+    if ok.any():
+        out[ok] = multipletests(p[ok].to_numpy(np.float64), method="holm")[1]
+    return out
+
+
+def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
+                 value: str = "ap") -> pd.DataFrame:
+    """Every pair of methods over the queries both answer: mean difference (a - b) with a t
+    interval (scipy's one-sample t on the differences), paired sign-flip permutation test, Wilcoxon signed-rank
+    test, both Holm-corrected across pairs, win / tie / loss counts, and ``note`` where something
+    is undefined."""
+    from scipy import stats
+
+    d_all = clean_values(df, value)
+    wide = d_all.pivot_table(index="query", columns="method", values=value, aggfunc="first")
+    rows = []
+    for a, b in itertools.combinations(sorted(wide.columns), 2):
+        d = merge_differences(wide[a], wide[b])
+        n = d.size
+        notes = []
+        mean = float(d.mean()) if n else math.nan
+        lo = hi = math.nan
+        if n < 2:
+            notes.append(f"interval undefined: {n} paired query(ies)")
+        elif np.ptp(d) == 0.0:
+            lo = hi = mean
+            notes.append("every difference is the same: zero-width interval")
+        else:
+            ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - alpha)
+            lo, hi = float(ci.low), float(ci.high)
+        if n:
+            p_perm, _ = sign_flip_p_value(d, n_permutations, seed)
+        else:
+            p_perm = math.nan
+            notes.append("no query answered by both")
+        nz = d[d != 0]
+        if nz.size:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p_w = float(stats.wilcoxon(nz, correction=False).pvalue)
+        else:
+            p_w = math.nan
+            if n:
+                notes.append("Wilcoxon undefined: every difference is zero")
+        rows.append(dict(method_a=a, method_b=b, n=n, mean_diff=mean, ci_low=lo, ci_high=hi, p_permutation=p_perm,
+                         p_wilcoxon=p_w, wins=int((d > 0).sum()), ties=int((d == 0).sum()),
+                         losses=int((d < 0).sum()), note="; ".join(notes)))
+    cols = ["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "p_permutation", "p_wilcoxon", "wins",
+            "ties", "losses", "note"]
+    out = pd.DataFrame(rows, columns=cols)
+    out["p_permutation_holm"] = holm(out["p_permutation"])
+    out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
+    out["reject"] = (out["p_permutation_holm"] < alpha).fillna(False).astype(bool)
+    return out
+
+
+def merge_differences(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Paired differences a - b over the queries both answer, with differences within rounding of
+    zero set to exactly zero (values were merged already; their differences may still carry it)."""
+    from .variability import VALUE_TOLERANCE
+
+    d = (a - b).dropna().to_numpy(np.float64, copy=True)
+    d[np.abs(d) <= VALUE_TOLERANCE] = 0.0
+    return d

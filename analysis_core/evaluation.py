@@ -242,7 +242,13 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         rows = rows[np.sort(sample_classes(ds.label_codes[rows], max_classes, seed))]
     sub = ds if rows.size == ds.n_items else ds.subset(rows)
     if sub is not ds:
-        validate(sub, similarity)
+        try:
+            validate(sub, similarity)
+        except InputError as exc:
+            if split is None:
+                raise
+            raise InputError(f"{ds.source} [split '{split}']", exc.problem,
+                             "evaluate another split, or give this split items of two classes.") from exc
     isq = isg = None
     if sub.role is not None:
         isq = np.isin(sub.role, ("query", "both"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .errors import InputError
 from .evaluation import Evaluation
 from .export.figures import FigureStyle, write_figures
 from .export.tables import json_text, write_per_query, write_table
@@ -24,10 +25,10 @@ from .figures.class_count import (
     sweep_figure,
 )
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
+from .stats.analysis import analyse
 from .stats.bands import pr_bands
 from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
 from .stats.histograms import histogram_table
-from .stats.analysis import analyse
 from .stats.variability import ap_frame, class_summary
 
 
@@ -129,8 +130,11 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         from .evaluation import evaluate
 
         for sp in sorted(set(ds.split[ev.rows].tolist())):
-            split_evals[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, group_size=min(
-                group_size, max(2, n_classes // 4)), seed=seed, alpha=alpha)
+            try:
+                split_evals[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, group_size=min(
+                    group_size, max(2, n_classes // 4)), seed=seed, alpha=alpha)
+            except InputError as exc:
+                rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
     hist = histogram_table(ev, split_evals)
     rep.tables["histograms"] = hist
     rep.captions["histograms"] = "Exact positive- and negative-pair similarity histograms (count and density)."
@@ -155,6 +159,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             pq = pq[pq["n_positives"] > 0]
             erc = error_reject_curve(pq["confidence"].to_numpy(), pq["ap"].to_numpy(), pq["precision_at_1"].to_numpy())
             curves[m] = erc.curve
+            if erc.note:
+                rep.warnings.append(f"{m}: {erc.note}")
             rows.append(erc.curve.assign(method=m, auc=erc.auc, oracle_auc=erc.oracle_auc, spearman=erc.spearman,
                                          spearman_p=erc.spearman_p))
         erc_t = pd.concat(rows, ignore_index=True)

@@ -57,7 +57,7 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
         if resid_df <= 0:
             why = ("undefined: residual df 0 (one query per method x class cell): use at least two queries per "
                    "class.")
-        elif float(d.groupby(["meth", "cls"])[value].var(ddof=1).fillna(0).max()) == 0.0:
+        elif float(d.groupby(["meth", "cls"])[value].agg(lambda v: np.ptp(v.to_numpy())).max()) == 0.0:
             why = "undefined: every method x class cell is constant (zero residual variance), so F divides by zero."
     if why:
         warn.append(f"two-way ANOVA {why}")
@@ -111,17 +111,27 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
     elif np.ptp(d[value].to_numpy()) == 0.0:
         why = "undefined: every value is the same; there is no variation to test."
     else:
-        within = d.groupby("qid")[value].agg(lambda v: np.ptp(v.to_numpy()))
-        if float(within.max()) == 0.0:
+        per_query = d.groupby("qid")[value]
+        shared = int((per_query.size() >= 2).sum())
+        if shared < 2:
+            why = f"undefined: {shared} query(ies) answered by two or more methods; the model needs at least two."
+        elif float(per_query.agg(lambda v: np.ptp(v.to_numpy())).max()) == 0.0:
             why = "undefined: the methods agree on every query (zero residual variance); no difference to test."
+    fit = None
+    if not why:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fit = smf.mixedlm(f"{value} ~ C(meth)", d, groups=d["qid"]).fit(reml=True)
+            except (np.linalg.LinAlgError, ValueError) as exc:
+                why = f"undefined: the REML fit failed ({exc}); too little data for a random query effect."
+        if fit is not None and not np.isfinite(np.asarray(fit.bse_fe, np.float64)).all():
+            why = "undefined: the fit gives no standard errors (too few queries for a random query effect)."
     if why:
         warn.append(f"mixed model {why}")
         t = pd.DataFrame({"term": terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
                           "ci_low": np.nan, "ci_high": np.nan, "note": why})
         return MixedModelResult(t, math.nan, math.nan, False, warn)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fit = smf.mixedlm(f"{value} ~ C(meth)", d, groups=d["qid"]).fit(reml=True)
     warn += sorted({f"mixed model: {str(w.message).splitlines()[0]}" for w in caught})
     ci = fit.conf_int(alpha=alpha)
     fe = fit.fe_params.index

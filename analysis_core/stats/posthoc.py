@@ -134,7 +134,8 @@ def tukey_hsd(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> PostH
     n = np.array([s.size for s in samples], np.float64)
     means = np.array([s.mean() for s in samples])
     dof = float(n.sum() - k)
-    mse = sum(float(((s - s.mean()) ** 2).sum()) for s in samples) / dof
+    constant = all(np.ptp(s) == 0.0 for s in samples)  # exact test: sums of squares of equal values may round
+    mse = 0.0 if constant else sum(float(((s - s.mean()) ** 2).sum()) for s in samples) / dof
     pairs = list(itertools.combinations(range(k), 2))
     base = pd.DataFrame({"group1": [names[i] for i, _ in pairs], "group2": [names[j] for _, j in pairs],
                          "meandiff": [means[j] - means[i] for i, j in pairs]})
@@ -174,7 +175,7 @@ def games_howell(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Po
     k = len(samples)
     rows = []
     for (i, a), (j, b) in itertools.combinations(enumerate(samples), 2):
-        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+        va, vb = (0.0 if np.ptp(x) == 0.0 else x.var(ddof=1) / x.size for x in (a, b))
         se = math.sqrt(va + vb)
         d = b.mean() - a.mean()
         if se == 0.0:

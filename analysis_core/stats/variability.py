@@ -196,8 +196,9 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
         return OneWayResult(pd.DataFrame(rows), gframe, warn, "")
     all_x = np.concatenate(samples)
     N = all_x.size
-    var = np.array([s.var(ddof=1) for s in samples])
-    zero = [n for n, v in zip(names, var, strict=True) if v == 0.0]
+    constant = np.array([np.ptp(s) == 0.0 for s in samples])  # exact: the mean of equal values may round
+    var = np.where(constant, 0.0, [s.var(ddof=1) for s in samples])
+    zero = [n for n, c in zip(names, constant, strict=True) if c]
     rows = []
     if np.ptp(all_x) == 0.0:
         why = "undefined: every value is the same; there is no variation to test."

@@ -109,10 +109,11 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             rows.append(t)
             by_size.append(t[t["k"] == 1])
     grouped = pd.concat(rows, ignore_index=True)
-    cols = ["method", "group_size", "k", "mean", "sd", "ci_low", "ci_high", "n_groups", "n_dropped_classes"]
+    cols = ["method", "group_size", "k", "mean", "sd", "ci_low", "ci_high", "chance", "n_groups", "n_dropped_classes"]
     rep.tables["grouped_recall"] = grouped[cols]
     rep.captions["grouped_recall"] = (f"Grouped Recall@K: classes split at random (seed {seed}) into groups of S; "
-                                      f"mean over groups with {100 * (1 - alpha):g}% CLT interval.")
+                                      f"mean over groups with {100 * (1 - alpha):g}% Student t interval (G - 1 df) "
+                                      "and the chance level of a random ranking.")
     rep.figures["grouped_recall_by_size"] = grouped_recall_by_size_figure(pd.concat(by_size, ignore_index=True))
     if grouped["n_groups"].min() < 2:
         rep.warnings.append("some group sizes leave fewer than two groups: their intervals are undefined.")

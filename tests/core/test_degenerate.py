@@ -262,3 +262,30 @@ def test_build_report_never_raises_on_small_embedding_sets(ds):
         for col in P_COLUMNS & set(t.columns):
             p = t[col].to_numpy(np.float64)
             assert ((p[np.isfinite(p)] >= 0) & (p[np.isfinite(p)] <= 1)).all(), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.2, 0.5, 0.9]), st.sampled_from([0.0, 1.0])), min_size=1, max_size=7))
+def test_error_reject_curve_is_the_expectation_over_orders_of_equal_confidence(items):
+    """Oracle: enumerate every order of the queries that is consistent with the confidences
+    (ties in any order) and average the kept error — equal to the curve, for every cut."""
+    import itertools
+
+    from analysis_core.stats.class_count import error_reject_curve
+
+    conf = np.array([c for c, _ in items])
+    p1 = np.array([p for _, p in items])
+    n = conf.size
+    erc = error_reject_curve(conf, p1, p1, n_points=n + 1)
+    orders = [o for o in itertools.permutations(range(n)) if all(conf[o[i]] >= conf[o[i + 1]] for i in range(n - 1))]
+    for row in erc.curve.itertuples():
+        k = int(row.n_kept)
+        expected = np.mean([np.mean(1 - p1[list(o[:k])]) for o in orders])
+        assert row.error == pytest.approx(expected, abs=1e-12)
+        assert row.random_error == pytest.approx(np.mean(1 - p1), abs=1e-12)
+    shuffled = np.random.default_rng(0).permutation(n)
+    again = error_reject_curve(conf[shuffled], p1[shuffled], p1[shuffled], n_points=n + 1)
+    np.testing.assert_allclose(again.curve["error"], erc.curve["error"], atol=1e-12)  # row order is irrelevant
+    if np.ptp(conf) == 0:
+        assert math.isnan(erc.spearman) and "constant" in erc.note
+        assert np.allclose(erc.curve["error"], np.mean(1 - p1))

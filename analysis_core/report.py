@@ -29,7 +29,7 @@ from .stats.analysis import analyse
 from .stats.bands import pr_bands
 from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
 from .stats.histograms import histogram_table
-from .stats.variability import ap_frame, class_summary
+from .stats.variability import ap_frame, class_summary, metric_frame
 
 
 @dataclass
@@ -58,7 +58,8 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.captions["pr_band"] = (f"Precision at each recall level: mean over queries and "
                                f"{100 * (1 - alpha):g}% {'pointwise t' if band_kind == 't' else 'simultaneous'} band.")
     ap = ap_frame(ev)
-    res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed)
+    res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed,
+                  metrics=metric_frame(ev) if len(ev.methods) > 1 else None)
     ap = res.data
     rep.warnings += res.warnings
     rep.tables["classes"] = class_summary(ap, ev.class_query_counts() if ev.query_sample is not None else None)
@@ -89,8 +90,10 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
                                        f"{res.mixed.query_variance:.4g}, residual {res.mixed.residual_variance:.4g}).")
     if res.paired is not None:
         rep.tables["paired_tests"] = res.paired
-        rep.captions["paired_tests"] = "Paired per-query comparisons of methods (Holm-corrected p-values)."
-        rep.figures["paired_differences"] = paired_differences_figure(res.paired)
+        rep.captions["paired_tests"] = ("Paired per-query comparisons of methods for every metric: sign-flip "
+                                        "permutation test (means) or exact McNemar test (hit rates), Holm within "
+                                        "each metric, mean difference with its t interval.")
+        rep.figures["paired_differences"] = paired_differences_figure(res.paired[res.paired["metric"] == "map"])
 
 
 def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int) -> None:

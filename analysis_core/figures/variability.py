@@ -98,7 +98,7 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
     t = paired.assign(pair=paired["method_a"] + " − " + paired["method_b"])
     hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (perm., Holm) = {p:.3g}"
-             for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_permutation_holm"], strict=True)]
+             for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
     fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
                                error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],
                                             arrayminus=t["mean_diff"] - t["ci_low"]),

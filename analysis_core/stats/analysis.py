@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .method_tests import MixedModelResult, mixed_model, paired_tests, two_way_anova
+from .method_tests import MixedModelResult, metric_paired_tests, mixed_model, two_way_anova
 from .posthoc import PostHocResult, TooManyGroups, games_howell, tukey_hsd
 from .variability import OneWayResult, balanced_subsample, one_way
 
@@ -24,7 +24,8 @@ POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
 class VariabilityAnalysis:
     """Every variability statistic of one per-query table. ``posthoc`` maps ``"tukey"`` /
     ``"games-howell"`` to its result (absent when skipped: see ``warnings``); the method
-    comparisons are None with one method."""
+    comparisons are None with one method. ``paired`` has one row per (metric, pair of methods):
+    AP only, or every metric of the ``metrics`` table given to :func:`analyse`."""
 
     alpha: float
     data: pd.DataFrame  # the table analysed (after the balanced subsample, if one was asked for)
@@ -48,19 +49,21 @@ class VariabilityAnalysis:
             rows += [dict(analysis="mixed model", test=r.term, statistic=r.z, p_value=r.p_value, note=r.note)
                      for r in self.mixed.table.itertuples() if r.term != "Intercept"]
         if self.paired is not None:
-            rows += [dict(analysis="paired permutation (Holm)", test=f"{r.method_a} - {r.method_b}",
-                          statistic=r.mean_diff, p_value=r.p_permutation_holm, note=r.note)
+            rows += [dict(analysis=f"paired {r.metric}: {r.test} (Holm)", test=f"{r.method_a} - {r.method_b}",
+                          statistic=r.mean_diff, p_value=r.p_holm, note=r.note)
                      for r in self.paired.itertuples()]
         return pd.DataFrame(rows, columns=["analysis", "test", "statistic", "p_value", "note"])
 
 
 def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] = ("tukey", "games-howell"),
-            per_class_n: int | None = None, n_permutations: int = 10_000, seed: int = 0,
-            value: str = "ap") -> VariabilityAnalysis:
+            per_class_n: int | None = None, metrics: pd.DataFrame | None = None, n_permutations: int = 10_000,
+            seed: int = 0, value: str = "ap") -> VariabilityAnalysis:
     """Run the variability statistics on ``ap`` (columns method, query, label, ``value``).
 
     ``per_class_n`` first draws a balanced subsample of that many queries per class (seeded, the
-    same queries for every method). ``posthoc`` chooses the pairwise procedures. Never raises on
+    same queries for every method). ``posthoc`` chooses the pairwise procedures. ``metrics`` (the
+    long table of :func:`~.variability.metric_frame`) gives every metric its paired test between
+    methods; without it only ``value`` is tested. Never raises on
     degenerate data: undefined statistics carry their reason in their ``note`` and in
     ``warnings``.
     """
@@ -91,7 +94,12 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
         two = two_way_anova(ap, value, warn)
         mm = mixed_model(ap, alpha, value)
         warn += mm.warnings
-        pt = paired_tests(ap, alpha=alpha, n_permutations=n_permutations, seed=seed, value=value)
+        if metrics is None:
+            metrics = ap[["method", "query", "label"]].assign(metric="map" if value == "ap" else value,
+                                                              value=ap[value])
+        elif per_class_n:
+            metrics = metrics[metrics["query"].isin(ap["query"])]
+        pt = metric_paired_tests(metrics, alpha, n_permutations, seed)
     else:
         warn.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
     return VariabilityAnalysis(alpha, ap, len(ow.groups), ow, post, two, mm, pt, tuple(dict.fromkeys(warn)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .variability import clean_values
+from .variability import VALUE_TOLERANCE, clean_values
 
 EXACT_PERMUTATION_MAX_N = 16  # 65 536 sign vectors
 
@@ -87,6 +87,7 @@ class MixedModelResult:
     residual_variance: float
     converged: bool
     warnings: list[str] = field(default_factory=list)
+    n_obs: int = 0  # (method, query) values the model was fitted on
 
     def summary_frame(self) -> pd.DataFrame:
         return self.table
@@ -131,7 +132,7 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
         warn.append(f"mixed model {why}")
         t = pd.DataFrame({"term": terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
                           "ci_low": np.nan, "ci_high": np.nan, "note": why})
-        return MixedModelResult(t, math.nan, math.nan, False, warn)
+        return MixedModelResult(t, math.nan, math.nan, False, warn, 0)
     warn += sorted({f"mixed model: {str(w.message).splitlines()[0]}" for w in caught})
     ci = fit.conf_int(alpha=alpha)
     fe = fit.fe_params.index
@@ -142,7 +143,7 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
     converged = bool(getattr(fit, "converged", True))
     if not converged:
         warn.append("the mixed model did not converge: read its numbers with care.")
-    return MixedModelResult(table, float(fit.cov_re.iloc[0, 0]), float(fit.scale), converged, warn)
+    return MixedModelResult(table, float(fit.cov_re.iloc[0, 0]), float(fit.scale), converged, warn, int(fit.nobs))
 
 
 def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
@@ -177,31 +178,47 @@ def holm(p: pd.Series) -> pd.Series:
     return out
 
 
+PAIRED_COLUMNS = ["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "p_permutation", "p_wilcoxon",
+                  "wins", "ties", "losses", "note"]
+
+
+def _pair_effect(d: np.ndarray, alpha: float, notes: list[str]) -> tuple[float, float, float]:
+    """Mean difference and its Student t interval (scipy's one-sample t on the differences)."""
+    from scipy import stats
+
+    n = d.size
+    mean = float(d.mean()) if n else math.nan
+    if n < 2:
+        notes.append(f"interval undefined: {n} paired query(ies)")
+        return mean, math.nan, math.nan
+    if np.ptp(d) == 0.0:
+        notes.append("every difference is the same: zero-width interval")
+        return mean, mean, mean
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - alpha)
+    return mean, float(ci.low), float(ci.high)
+
+
+def _pairs(df: pd.DataFrame, value: str):
+    """(method a, method b, a's values, b's values) over the queries both answer, sorted methods."""
+    wide = clean_values(df, value).pivot_table(index="query", columns="method", values=value, aggfunc="first")
+    for a, b in itertools.combinations(sorted(wide.columns), 2):
+        both = wide[[a, b]].dropna()
+        yield a, b, both[a].to_numpy(np.float64), both[b].to_numpy(np.float64)
+
+
 def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
                  value: str = "ap") -> pd.DataFrame:
     """Every pair of methods over the queries both answer: mean difference (a - b) with a t
-    interval (scipy's one-sample t on the differences), paired sign-flip permutation test, Wilcoxon signed-rank
-    test, both Holm-corrected across pairs, win / tie / loss counts, and ``note`` where something
-    is undefined."""
+    interval, paired sign-flip permutation test, Wilcoxon signed-rank test, both Holm-corrected
+    across pairs, win / tie / loss counts, and ``note`` where something is undefined."""
     from scipy import stats
 
-    d_all = clean_values(df, value)
-    wide = d_all.pivot_table(index="query", columns="method", values=value, aggfunc="first")
     rows = []
-    for a, b in itertools.combinations(sorted(wide.columns), 2):
-        d = merge_differences(wide[a], wide[b])
+    for a, b, va, vb in _pairs(df, value):
+        d = merge_differences(va, vb)
         n = d.size
-        notes = []
-        mean = float(d.mean()) if n else math.nan
-        lo = hi = math.nan
-        if n < 2:
-            notes.append(f"interval undefined: {n} paired query(ies)")
-        elif np.ptp(d) == 0.0:
-            lo = hi = mean
-            notes.append("every difference is the same: zero-width interval")
-        else:
-            ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - alpha)
-            lo, hi = float(ci.low), float(ci.high)
+        notes: list[str] = []
+        mean, lo, hi = _pair_effect(d, alpha, notes)
         if n:
             p_perm, _ = sign_flip_p_value(d, n_permutations, seed)
         else:
@@ -219,20 +236,82 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
         rows.append(dict(method_a=a, method_b=b, n=n, mean_diff=mean, ci_low=lo, ci_high=hi, p_permutation=p_perm,
                          p_wilcoxon=p_w, wins=int((d > 0).sum()), ties=int((d == 0).sum()),
                          losses=int((d < 0).sum()), note="; ".join(notes)))
-    cols = ["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "p_permutation", "p_wilcoxon", "wins",
-            "ties", "losses", "note"]
-    out = pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     out["p_permutation_holm"] = holm(out["p_permutation"])
     out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
     out["reject"] = (out["p_permutation_holm"] < alpha).fillna(False).astype(bool)
     return out
 
 
-def merge_differences(a: pd.Series, b: pd.Series) -> np.ndarray:
-    """Paired differences a - b over the queries both answer, with differences within rounding of
-    zero set to exactly zero (values were merged already; their differences may still carry it)."""
-    from .variability import VALUE_TOLERANCE
+def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
+                  value: str = "value") -> pd.DataFrame:
+    """Every pair of methods on a hit-rate metric (P@1, Recall@K) over the queries both answer:
+    the exact McNemar test (statsmodels' ``mcnemar(exact=True)``: a binomial test on the
+    discordant counts ``discordant_a`` = hits of a only, ``discordant_b`` = hits of b only), Holm
+    across pairs, and the difference of hit rates with its t interval. Where ties at the cutoff
+    make some per-query hits fractional (expected hits), the sign-flip permutation test on the
+    differences is used instead (for 0/1 hits it is the same conditional test) and ``note`` says so."""
+    from statsmodels.stats.contingency_tables import mcnemar
 
-    d = (a - b).dropna().to_numpy(np.float64, copy=True)
+    rows = []
+    for a, b, va, vb in _pairs(df, value):
+        d = merge_differences(va, vb)
+        notes: list[str] = []
+        mean, lo, hi = _pair_effect(d, alpha, notes)
+        binary = bool(np.isin(va, (0.0, 1.0)).all() and np.isin(vb, (0.0, 1.0)).all())
+        only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
+        if d.size == 0:
+            test, p = "", math.nan
+            notes.append("no query answered by both")
+        elif binary:
+            test = "McNemar exact"
+            both = int(((va == 1) & (vb == 1)).sum())
+            neither = int(((va == 0) & (vb == 0)).sum())
+            p = float(mcnemar([[both, only_a], [only_b, neither]], exact=True).pvalue)
+        else:
+            test = "sign-flip permutation"
+            p, _ = sign_flip_p_value(d, n_permutations, seed)
+            notes.append("fractional hits (ties at the cutoff): sign-flip permutation test on expected hits")
+        rows.append(dict(method_a=a, method_b=b, n=int(d.size), mean_diff=mean, ci_low=lo, ci_high=hi, test=test,
+                         p_value=p, discordant_a=only_a, discordant_b=only_b, wins=int((d > 0).sum()),
+                         ties=int((d == 0).sum()), losses=int((d < 0).sum()), note="; ".join(notes)))
+    out = pd.DataFrame(rows, columns=["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test",
+                                      "p_value", "discordant_a", "discordant_b", "wins", "ties", "losses", "note"])
+    out["p_holm"] = holm(out["p_value"])
+    out["reject"] = (out["p_holm"] < alpha).fillna(False).astype(bool)
+    return out
+
+
+def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000,
+                        seed: int = 0) -> pd.DataFrame:
+    """A test for every reported metric between every pair of methods, on the same queries.
+
+    ``metrics``: the long table of :func:`~.variability.metric_frame` (method, query, label,
+    metric, value). Means of graded values (AP, MAP@R, R-Precision, RR) get the paired sign-flip
+    permutation test (and Wilcoxon); hit rates (P@1, Recall@K) the exact McNemar test on the
+    discordant counts; Holm within each metric (``p_holm``); the effect — mean difference a - b
+    with its ``1 - alpha`` t interval — beside every p-value. One row per (metric, pair)."""
+    from ..metrics.registry import summary_metrics
+
+    kinds = {m.name: m.kind for m in summary_metrics(tuple(range(1, 1025)))}
+    parts = []
+    for name in dict.fromkeys(metrics["metric"]):
+        sub = metrics[metrics["metric"] == name]
+        if kinds.get(name) == "hit":
+            t = mcnemar_tests(sub, alpha, n_permutations, seed, "value")
+        else:
+            t = paired_tests(sub, alpha, n_permutations, seed, "value")
+            t = t.assign(test="sign-flip permutation", p_value=t["p_permutation"], p_holm=t["p_permutation_holm"])
+        parts.append(t.assign(metric=name))
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    first = ["metric", "method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test", "p_value", "p_holm",
+             "reject"]
+    return out[first + [c for c in out.columns if c not in first]] if len(out) else out
+
+
+def merge_differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Paired differences a - b, with differences within rounding of zero set to exactly zero
+    (values were merged already; their differences may still carry it)."""
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
     d[np.abs(d) <= VALUE_TOLERANCE] = 0.0
     return d

@@ -249,3 +249,23 @@ def _advice(var: np.ndarray, levene: dict) -> str:
         return (f"Levene's test rejects equal variances (p = {p:.2g}): read Welch's ANOVA and Games-Howell "
                 "rather than ANOVA and Tukey HSD.")
     return "group variances are comparable: ANOVA with Tukey HSD and Welch with Games-Howell should agree."
+
+
+def metric_frame(ev, methods: list[str] | None = None, metrics: list[str] | None = None) -> pd.DataFrame:
+    """Long table (method, query, label, metric, value) of every scored query's per-query values of
+    the summary metrics (:func:`~analysis_core.metrics.registry.summary_metrics`; ``metrics``
+    chooses some by name)."""
+    from ..metrics.registry import summary_metrics
+
+    df = ev.per_query()
+    df = df[df["n_positives"] > 0]
+    if methods is not None:
+        df = df[df["method"].isin(methods)]
+    frames = []
+    for m in summary_metrics(ev.ks):
+        if metrics is not None and m.name not in metrics:
+            continue
+        frames.append(pd.DataFrame({"method": df["method"].to_numpy(), "query": df["query"].to_numpy(),
+                                    "label": df["label"].astype(str).to_numpy(), "metric": m.name,
+                                    "value": df[m.column].to_numpy(np.float64)}))
+    return pd.concat(frames, ignore_index=True)

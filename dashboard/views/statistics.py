@@ -9,14 +9,14 @@ import streamlit as st
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
 from analysis_core.stats.analysis import VariabilityAnalysis, analyse
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
-from analysis_core.stats.variability import ap_frame, balanced_subsample
+from analysis_core.stats.variability import ap_frame, balanced_subsample, metric_frame
 from dashboard import components
 from dashboard.views.common import alpha, current
 
 
 @st.cache_data(show_spinner="Running the statistics…", max_entries=32)
-def _analysis(key: str, ap: pd.DataFrame, a: float) -> VariabilityAnalysis:
-    return analyse(ap, a)
+def _analysis(key: str, ap: pd.DataFrame, metrics: pd.DataFrame, a: float) -> VariabilityAnalysis:
+    return analyse(ap, a, metrics=metrics)
 
 
 st.title("Variability across classes and methods")
@@ -36,7 +36,9 @@ if got is not None:
         ap = balanced_subsample(ap, n, seed=st.number_input("Seed", 0, 10_000, 0))
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
-    res = _analysis(key, ap.reset_index(drop=True), a)
+    metrics = metric_frame(ev, methods or ev.methods)
+    metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
+    res = _analysis(key, ap.reset_index(drop=True), metrics, a)
     components.warnings(list(res.warnings))
 
     st.subheader("One-way tests")
@@ -59,8 +61,12 @@ if got is not None:
         st.caption(f"query variance {res.mixed.query_variance:.4g}, "
                    f"residual variance {res.mixed.residual_variance:.4g}")
         components.table(res.mixed.table, "mixed_model")
-        st.subheader("Paired tests")
-        components.figure(paired_differences_figure(res.paired), "paired_differences", res.paired)
+        st.subheader("Paired tests, every metric")
+        st.caption("Sign-flip permutation test for AP, MAP@R, R-Precision and RR; exact McNemar test on the "
+                   "discordant counts for P@1 and Recall@K; Holm within each metric; the mean difference (a − b) "
+                   f"with its {100 * (1 - a):g}% t interval beside every p-value.")
+        ap_rows = res.paired[res.paired["metric"] == "map"]
+        components.figure(paired_differences_figure(ap_rows), "paired_differences", ap_rows)
         components.table(res.paired, "paired_tests")
     else:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")

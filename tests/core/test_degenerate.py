@@ -18,7 +18,7 @@ from analysis_core.stats.analysis import analyse
 
 from .test_cli import run_cli
 
-P_COLUMNS = {"p_value", "p_adj", "p_permutation", "p_wilcoxon", "p_permutation_holm", "p_wilcoxon_holm"}
+P_COLUMNS = {"p_value", "p_adj", "p_permutation", "p_wilcoxon", "p_permutation_holm", "p_wilcoxon_holm", "p_holm"}
 
 
 def _p_values_are_probabilities_or_explained(res) -> None:
@@ -42,7 +42,7 @@ def _significant(res, alpha: float) -> list[str]:
         found += [f"two-way {r.term}" for r in res.two_way.itertuples() if r.p_value < alpha]
         found += [f"mixed {r.term}" for r in res.mixed.table.itertuples() if r.term != "Intercept"
                   and r.p_value < alpha]
-        found += [f"paired {r.method_a}-{r.method_b}" for r in res.paired.itertuples() if r.p_permutation < alpha
+        found += [f"paired {r.method_a}-{r.method_b}" for r in res.paired.itertuples() if r.p_value < alpha
                   or r.p_wilcoxon < alpha]
     return found
 

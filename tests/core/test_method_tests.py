@@ -1,0 +1,100 @@
+"""A test for every reported metric between methods: McNemar for hit rates, sign-flip permutation
+for graded metrics, Holm within each metric, every query used."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis_core import Dataset, evaluate
+from analysis_core.stats.analysis import analyse
+from analysis_core.stats.method_tests import metric_paired_tests
+from analysis_core.stats.variability import ap_frame, metric_frame
+
+
+def _long(values: dict[str, np.ndarray], metric: str) -> pd.DataFrame:
+    n = len(next(iter(values.values())))
+    return pd.concat([pd.DataFrame({"method": m, "query": np.arange(n), "label": "x", "metric": metric, "value": v})
+                      for m, v in values.items()], ignore_index=True)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_mcnemar_equals_statsmodels_and_the_binomial_test_on_the_discordant_table(seed):
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    rng = np.random.default_rng(seed)
+    a = (rng.random(40) < 0.7).astype(float)
+    b = np.where(rng.random(40) < 0.3, 1 - a, a)
+    row = metric_paired_tests(_long({"a": a, "b": b}, "precision_at_1")).iloc[0]
+    only_a, only_b = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
+    table = [[int(np.sum((a == 1) & (b == 1))), only_a], [only_b, int(np.sum((a == 0) & (b == 0)))]]
+    assert (row["discordant_a"], row["discordant_b"]) == (only_a, only_b)
+    assert row["test"] == "McNemar exact"
+    assert row["p_value"] == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
+    if only_a + only_b:
+        assert row["p_value"] == pytest.approx(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue, rel=1e-9)
+    assert row["mean_diff"] == pytest.approx((only_a - only_b) / 40)
+
+
+def test_fractional_hits_from_ties_use_the_permutation_test_and_say_so():
+    a = np.array([1, 0.5, 0, 1, 1, 0.25])
+    b = np.array([0, 0.5, 0, 0, 1, 0])
+    row = metric_paired_tests(_long({"a": a, "b": b}, "recall_at_4")).iloc[0]
+    assert row["test"] == "sign-flip permutation" and "fractional hits" in row["note"]
+
+
+@pytest.mark.parametrize("n", [5, 9, 12])
+def test_map_at_r_permutation_p_equals_exact_enumeration(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    d = a - b
+    exact = np.mean([abs(np.dot(s, d)) >= abs(d.sum()) - 1e-12 for s in itertools.product([-1, 1], repeat=n)])
+    row = metric_paired_tests(_long({"a": a, "b": b}, "map_at_r")).iloc[0]
+    assert row["test"] == "sign-flip permutation"
+    assert row["p_value"] == pytest.approx(exact, abs=1e-12)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+
+
+def test_holm_is_applied_within_each_metric_as_statsmodels_does():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(4)
+    n = 30
+    frames = []
+    for metric, hit in (("ap", False), ("precision_at_1", True), ("recall_at_4", True), ("rr", False)):
+        base = rng.uniform(0, 1, n)
+        vals = {m: (base + shift + rng.normal(0, 0.2, n) > 0.6).astype(float) if hit else
+                np.clip(base + shift + rng.normal(0, 0.1, n), 0, 1) for m, shift in (("a", 0), ("b", 0.1), ("c", 0.2))}
+        frames.append(_long(vals, metric))
+    out = metric_paired_tests(pd.concat(frames, ignore_index=True))
+    assert set(out["metric"]) == {"ap", "precision_at_1", "recall_at_4", "rr"}
+    for metric, part in out.groupby("metric"):
+        assert len(part) == 3
+        np.testing.assert_allclose(part["p_holm"], multipletests(part["p_value"], method="holm")[1], rtol=1e-12)
+        expected_test = "McNemar exact" if metric in ("precision_at_1", "recall_at_4") else "sign-flip permutation"
+        assert (part["test"] == expected_test).all()
+
+
+def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired_tests_and_the_cap_is_stated():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(10), 6)
+    centres = 2.0 * np.eye(10, 12)
+    embs = {f"e{i}": (centres[y] + (1.6 - 0.15 * i) * rng.standard_normal((y.size, 12))).astype(np.float32)
+            for i in range(7)}
+    ev = evaluate(Dataset(labels=y, embeddings=embs))
+    ap = ap_frame(ev)
+    n_queries = ap["query"].nunique()
+    res = analyse(ap, metrics=metric_frame(ev), posthoc=("tukey",), n_permutations=500)
+    assert ap.groupby(["method", "label"]).ngroups == 70
+    assert "tukey" not in res.posthoc
+    assert any("70 groups" in w and "skipped" in w for w in res.warnings)
+    assert (res.paired["n"] == n_queries).all()  # every scored query, every pair, every metric
+    assert len(res.paired) == 21 * len(set(res.paired["metric"]))
+    assert res.mixed.table["term"].tolist() == ["Intercept"] + [f"method[e{i}]" for i in range(1, 7)]
+    assert res.mixed.table["p_value"].notna().all()
+    assert res.mixed.n_obs == 7 * n_queries

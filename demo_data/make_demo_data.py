@@ -8,6 +8,13 @@
   two training checkpoints (``epoch_3`` and ``epoch_10``), a ``train``/``test`` split by class,
   a per-item ``confidence`` that tracks how noisy the item is, and ~4 % exact duplicate vectors
   (some across classes) so that ties are real.
+* ``training.npz`` — a real training run, in the zero-shot protocol of metric learning: a small
+  network (scikit-learn's ``MLPClassifier``, one hidden layer, trained by ``partial_fit``) learns
+  digits 0-6 on the ``train`` split; ``test_seen`` holds other items of those classes and
+  ``test_unseen`` the never-trained digits 7-9. The embedding is the hidden layer after 0
+  (initialisation), 1, 3, 10 and 30 epochs, for two architectures (``mlp32_e*``: 32 units,
+  ``mlp64_e*``: 64 units); ``confidence_<method>`` is that checkpoint's largest class probability.
+  Trained single-threaded, so the file regenerates bit for bit.
 """
 
 from __future__ import annotations
@@ -71,11 +78,58 @@ def make_many_classes(rng: np.random.Generator, n_classes: int = 600, dim: int =
     }
 
 
+TRAINING_EPOCHS = (0, 1, 3, 10, 30)
+TRAINING_FAMILIES = {"mlp32": 32, "mlp64": 64}
+
+
+def make_training(seed: int = 7) -> dict[str, np.ndarray]:
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+    from threadpoolctl import threadpool_limits
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    rng = np.random.default_rng(seed)
+    seen = y <= 6
+    split = np.where(~seen, "test_unseen", np.where(rng.random(y.size) < 0.7, "train", "test_seen"))
+    train = split == "train"
+    out: dict[str, np.ndarray] = {"labels": y.astype(np.int64), "split": split,
+                                  "id": np.array([f"digit-{i:04d}" for i in range(y.size)])}
+    classes = np.unique(y[train])
+
+    def network(units: int, learning_rate: float) -> MLPClassifier:
+        return MLPClassifier(hidden_layer_sizes=(units,), learning_rate_init=learning_rate, batch_size=64,
+                             random_state=seed, shuffle=True)
+
+    def checkpoint(name: str, net: MLPClassifier) -> None:
+        hidden = np.maximum(X @ net.coefs_[0] + net.intercepts_[0], 0.0)  # the ReLU hidden layer
+        out[f"embeddings_{name}"] = hidden.astype(np.float32)
+        out[f"confidence_{name}"] = net.predict_proba(X).max(axis=1)
+
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for family, units in TRAINING_FAMILIES.items():
+            # epoch 0: the same initial weights (same random_state), one pass at a step too small to move them
+            init = network(units, 1e-300)
+            init.partial_fit(X[train], y[train], classes=classes)
+            checkpoint(f"{family}_e0", init)
+            net = network(units, 0.01)
+            for epoch in range(1, max(TRAINING_EPOCHS) + 1):
+                net.partial_fit(X[train], y[train], classes=classes)
+                if epoch in TRAINING_EPOCHS:
+                    checkpoint(f"{family}_e{epoch}", net)
+    return out
+
+
 def main() -> None:
     rng = np.random.default_rng(20261122)
     np.savez_compressed(HERE / "digits.npz", **make_digits(rng))
     np.savez_compressed(HERE / "many_classes.npz", **make_many_classes(rng))
-    for f in ("digits.npz", "many_classes.npz"):
+    np.savez_compressed(HERE / "training.npz", **make_training())
+    for f in ("digits.npz", "many_classes.npz", "training.npz"):
         print(f, (HERE / f).stat().st_size // 1024, "KiB")
 
 

@@ -1,0 +1,116 @@
+"""Checkpoints over training: every summary metric against checkpoint, per split and per family,
+with ``1 - alpha`` intervals over queries, the best checkpoint per metric, and a paired test of the
+best against the last checkpoint (on the same queries).
+
+Checkpoints are the methods whose names encode a step (:mod:`analysis_core.methods`); with none,
+the methods in their order stand for one family.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..methods import checkpoint_families, checkpoint_of
+from ..metrics.registry import summary_metrics
+from .method_tests import metric_paired_tests
+from .variability import metric_frame
+
+ALL_ITEMS = "all"
+
+
+@dataclass(frozen=True)
+class CheckpointAnalysis:
+    """``table``: split, family, method, step, metric, label, value, ci_low, ci_high, n, is_best.
+    ``tests``: split, family, metric, best, last, mean_diff (best - last), ci_low, ci_high, test,
+    p_value, note. ``class_ap``: split, family, method, step, class, mean_ap, n."""
+
+    table: pd.DataFrame
+    tests: pd.DataFrame
+    class_ap: pd.DataFrame
+    alpha: float
+
+    def summary_frame(self) -> pd.DataFrame:
+        return self.table
+
+
+def families_of(methods: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """Family -> [(method, step)] in step order; without checkpoint names one family ``""`` with
+    the methods' positions as steps."""
+    fams = checkpoint_families(methods)
+    if not fams:
+        return {"": [(m, i) for i, m in enumerate(methods)]}
+    return {f: [(m, checkpoint_of(m).step) for m in ms] for f, ms in fams.items()}
+
+
+def _summary_value(summary: dict, key: str) -> float:
+    v = summary
+    for part in key.split("."):
+        v = v[part]
+    return float(v)
+
+
+def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_permutations: int = 10_000,
+                        seed: int = 0) -> CheckpointAnalysis:
+    """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`."""
+    from scipy import stats
+
+    rows, tests, class_rows = [], [], []
+    for split, ev in evaluations.items():
+        fams = families_of(ev.methods)
+        long = metric_frame(ev)
+        registry = summary_metrics(ev.ks)
+        for family, members in fams.items():
+            for method, step in members:
+                summ = ev.method_summary(method)
+                for m in registry:
+                    vals = long.loc[(long["method"] == method) & (long["metric"] == m.name), "value"].to_numpy()
+                    n = vals.size
+                    value = _summary_value(summ, m.key)
+                    lo = hi = math.nan
+                    if n > 1:
+                        half = stats.t.ppf(1 - alpha / 2, n - 1) * vals.std(ddof=1) / math.sqrt(n)
+                        lo, hi = max(0.0, value - half), min(1.0, value + half)
+                    rows.append(dict(split=split, family=family, method=method, step=step, metric=m.name,
+                                     label=m.label, value=value, ci_low=lo, ci_high=hi, n=n))
+                rows.append(dict(split=split, family=family, method=method, step=step, metric="jsd", label="JSD",
+                                 value=float(summ["jsd"]), ci_low=math.nan, ci_high=math.nan, n=0))
+                ap = long[(long["method"] == method) & (long["metric"] == "map")]
+                for cls, part in ap.groupby("label", sort=True):
+                    class_rows.append(dict(split=split, family=family, method=method, step=step, **{"class": cls},
+                                           mean_ap=float(part["value"].mean()), n=len(part)))
+            tests += _best_vs_last(split, family, [m for m, _ in members], rows, long, alpha, n_permutations, seed)
+    table = pd.DataFrame(rows)
+    best = table.groupby(["split", "family", "metric"])["value"].transform("max")
+    table["is_best"] = table["value"] == best
+    cols = ["split", "family", "metric", "best", "last", "mean_diff", "ci_low", "ci_high", "test", "p_value", "note"]
+    return CheckpointAnalysis(table, pd.DataFrame(tests, columns=cols), pd.DataFrame(class_rows), alpha)
+
+
+def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, seed) -> list[dict]:
+    """For each metric of this (split, family): the best checkpoint (the last one when it ties for
+    best, else the first of equal bests) against the last one, by the metric's paired test."""
+    out = []
+    mine = pd.DataFrame([r for r in rows if r["split"] == split and r["family"] == family])
+    last = methods[-1]
+    for metric, part in mine.groupby("metric", sort=False):
+        top = part["value"].max()
+        best = last if part.loc[part["method"] == last, "value"].iloc[0] == top else \
+            part.loc[part["value"].idxmax(), "method"]
+        if metric == "jsd":
+            continue  # a pair statistic: no per-query values to pair
+        if best == last:
+            out.append(dict(split=split, family=family, metric=metric, best=best, last=last, mean_diff=0.0,
+                            ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,
+                            note="the last checkpoint is the best"))
+            continue
+        pair = long[(long["metric"] == metric) & long["method"].isin([best, last])]
+        t = metric_paired_tests(pair, alpha, n_permutations, seed).iloc[0]
+        sign = 1.0 if t["method_a"] == best else -1.0  # pairs come in sorted order: orient as best - last
+        lo, hi = sorted((sign * t["ci_low"], sign * t["ci_high"]))
+        out.append(dict(split=split, family=family, metric=metric, best=best, last=last,
+                        mean_diff=sign * t["mean_diff"], ci_low=lo, ci_high=hi, test=t["test"],
+                        p_value=t["p_value"], note=t["note"]))
+    return out

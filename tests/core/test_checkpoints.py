@@ -1,0 +1,56 @@
+"""Checkpoints over training on the training demo: values, intervals, best, best vs last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis_core import evaluate, load_files
+from analysis_core.stats.checkpoints import checkpoint_analysis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    ds = load_files([ROOT / "demo_data" / "training.npz"])
+    evs = {sp: evaluate(ds, split=sp) for sp in ("train", "test_unseen")}
+    return evs, checkpoint_analysis(evs)
+
+
+def test_checkpoint_table_holds_the_summary_values_in_step_order_with_intervals(analysis):
+    evs, ca = analysis
+    t = ca.table
+    assert set(t["family"]) == {"mlp32", "mlp64"}
+    for (split, _family), part in t[t["metric"] == "map"].groupby(["split", "family"]):
+        assert part["step"].tolist() == [0, 1, 3, 10, 30]
+        for r in part.itertuples():
+            pq = evs[split].per_query(r.method)
+            ap = pq.loc[pq["n_positives"] > 0, "ap"].to_numpy()
+            assert r.value == evs[split].summary()["methods"][r.method]["map"]["expected"]
+            half = stats.t.ppf(0.975, ap.size - 1) * ap.std(ddof=1) / np.sqrt(ap.size)
+            assert (r.ci_low, r.ci_high) == pytest.approx((r.value - half, r.value + half), abs=1e-12)
+        assert part.loc[part["is_best"], "value"].tolist() == [part["value"].max()]
+
+
+def test_best_against_last_is_the_paired_difference_of_the_two_checkpoints(analysis):
+    evs, ca = analysis
+    row = ca.tests.set_index(["split", "family", "metric"]).loc[("test_unseen", "mlp64", "map")]
+    assert row["best"] == "mlp64_e0" and row["last"] == "mlp64_e30"  # the unseen classes get worse with training
+    ev = evs["test_unseen"]
+    a, b = (ev.per_query(m).query("n_positives > 0").set_index("query")["ap"] for m in (row["best"], row["last"]))
+    d = (a - b).to_numpy()
+    assert row["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
+    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert row["p_value"] < 0.01
+    p1 = ca.tests.set_index(["split", "family", "metric"]).loc[("test_unseen", "mlp64", "precision_at_1")]
+    if p1["test"] == "McNemar exact":
+        h = {m: ev.per_query(m).query("n_positives > 0").set_index("query")["precision_at_1"]
+             for m in (p1["best"], p1["last"])}
+        only_best = int(((h[p1["best"]] == 1) & (h[p1["last"]] == 0)).sum())
+        only_last = int(((h[p1["best"]] == 0) & (h[p1["last"]] == 1)).sum())
+        assert p1["p_value"] == pytest.approx(stats.binomtest(only_best, only_best + only_last).pvalue, rel=1e-9)

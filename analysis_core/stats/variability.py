@@ -3,7 +3,8 @@
 Input everywhere: a long table with one row per (method, query) and columns ``method``,
 ``query``, ``label``, ``ap`` (lone queries left out) — :func:`ap_frame` builds it from an
 evaluation. Groups are classes (one method) or method x class pairs (several methods), as in
-L. Brughi, F. Gasparini, M. Lorenzi, "Inter-query variability in the evaluation of retrieval".
+F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact of
+inter-query variability on the performance of retrieval systems".
 
 Which test when:
 

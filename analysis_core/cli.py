@@ -176,7 +176,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     ds = _load(args)
     ev = _evaluate(args, ds, alpha=args.alpha)
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
-                       group_size=args.group_size, sweep_repeats=args.sweep_repeats)
+                       group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split)
     out = Path(args.out)
     try:
         written = write_report(ev, rep, out, args.format, FigureStyle.preset(args.style))
@@ -240,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--group-size", type=_positive, default=10, help="classes per group S for Grouped Recall@K")
     r.add_argument("--sweep-repeats", type=_positive, default=3, help="class samples per class count in the sweep")
     r.add_argument("--split", help="evaluate within this split only")
+    r.add_argument("--by-split", action="store_true",
+                   help="also compute every analysis for every split as its own retrieval problem")
     _add_scale_args(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_report)

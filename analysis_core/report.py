@@ -17,6 +17,7 @@ from .errors import InputError
 from .evaluation import Evaluation
 from .export.figures import FigureStyle, write_figures
 from .export.tables import json_text, write_per_query, write_table
+from .figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
 from .figures.class_count import (
     erc_figure,
     generalization_figure,
@@ -27,6 +28,7 @@ from .figures.class_count import (
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.analysis import analyse
 from .stats.bands import pr_bands
+from .stats.checkpoints import checkpoint_analysis
 from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
 from .stats.histograms import histogram_table
 from .stats.variability import ap_frame, class_summary, metric_frame
@@ -34,21 +36,105 @@ from .stats.variability import ap_frame, class_summary, metric_frame
 
 @dataclass
 class Report:
-    """Tables (DataFrames), figures (plotly) and warnings, before anything is written."""
+    """Tables (DataFrames), figures (plotly) and warnings, before anything is written.
+    ``split_evaluations``: with ``by_split``, each split's own evaluation (``summary.json``'s
+    ``splits`` blocks)."""
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     captions: dict[str, str] = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    split_evaluations: dict = field(default_factory=dict)
+
+
+# tables that already hold one block per split when the whole set is evaluated (split column inside)
+_SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests", "checkpoint_classes")
 
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
-                 seed: int = 0, group_size: int = 10, sweep_repeats: int = 3) -> Report:
-    """Compute every table and figure of the report from an evaluation."""
+                 seed: int = 0, group_size: int = 10, sweep_repeats: int = 3, by_split: bool = False) -> Report:
+    """Compute every table and figure of the report from an evaluation.
+
+    With ``by_split`` (and a ``split`` column), every analysis is also computed for every split as
+    its own retrieval problem: each table gets the split's rows (column ``split``), each figure a
+    per-split twin (``<name>__<split>``). A split where retrieval is impossible is skipped with a
+    warning naming it."""
     rep = Report()
+    split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
     _variability(rep, ev, alpha, band_kind, per_class_n, seed)
-    _class_count(rep, ev, alpha, seed, group_size, sweep_repeats)
+    _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
+    _checkpoints(rep, ev, split_evals, alpha, seed)
+    if ev.dataset.split is not None:
+        _label_split(rep, ev.split or "all")
+    if by_split and split_evals:
+        rep.split_evaluations = split_evals
+        for sp, e in split_evals.items():
+            sub = build_report(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats)
+            for name, t in sub.tables.items():
+                if name in _SPLIT_AWARE:
+                    continue
+                rep.tables[name] = pd.concat([rep.tables[name], t], ignore_index=True) if name in rep.tables else t
+                rep.captions.setdefault(name, sub.captions.get(name, ""))
+            for name, fig in sub.figures.items():
+                if not name.startswith(_SPLIT_AWARE):
+                    rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=f"{fig.layout.title.text} [{sp}]")
+            rep.warnings += [f"[split '{sp}'] {w}" for w in sub.warnings]
+    elif by_split:
+        rep.warnings.append("--by-split asked for, but the data has no usable split: one report over all items.")
     return rep
+
+
+def _label_split(rep: Report, label: str) -> None:
+    """A ``split`` column (after ``method`` when there is one) in every table that has none."""
+    for name, t in rep.tables.items():
+        if "split" not in t.columns:
+            rep.tables[name] = t = t.copy()
+            t.insert(1 if "method" in t.columns and t.columns[0] == "method" else 0, "split", label)
+
+
+def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> dict:
+    """Each split of an all-items evaluation evaluated as its own retrieval problem."""
+    ds = ev.dataset
+    if ds.split is None or ev.split is not None:
+        return {}
+    from .evaluation import evaluate
+
+    splits = sorted(set(ds.split[ev.rows].tolist()))
+    counts = [np.unique(ds.label_codes[ds.split == sp]).size for sp in splits]
+    # grouped recall comparable across splits: one group size S, at most the smallest split's class count
+    size = max(2, min(group_size, *(c for c in counts if c >= 2))) if any(c >= 2 for c in counts) else 2
+    out = {}
+    for sp in splits:
+        try:
+            out[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
+                               group_size=size, seed=seed, alpha=alpha)
+        except InputError as exc:
+            rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
+    return out
+
+
+def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int) -> None:
+    """Every summary metric against checkpoint (per split when the data has splits)."""
+    if len(ev.methods) < 2:
+        return
+    evals = split_evals or {ev.split or "all": ev}
+    ca = checkpoint_analysis(evals, alpha, seed=seed)
+    rep.tables["checkpoints"] = ca.table
+    rep.captions["checkpoints"] = (f"Every summary metric per checkpoint with {100 * (1 - alpha):g}% t intervals over "
+                                   "queries; is_best marks the best checkpoint of each family and metric.")
+    rep.tables["checkpoint_tests"] = ca.tests
+    rep.captions["checkpoint_tests"] = ("Best against last checkpoint, per metric: mean difference (best - last) "
+                                        "with its t interval and the metric's paired test.")
+    rep.tables["checkpoint_classes"] = ca.class_ap
+    rep.captions["checkpoint_classes"] = "Mean AP per class and checkpoint."
+    for sp in evals:
+        rep.figures[f"checkpoints__{sp}"] = checkpoint_figure(ca.table, sp)
+        for fam in dict.fromkeys(ca.class_ap.loc[ca.class_ap["split"] == sp, "family"]):
+            rep.figures[f"checkpoint_classes__{sp}{'__' + fam if fam else ''}"] = checkpoint_heatmap(
+                ca.class_ap, sp, fam)
+    hist = histogram_table(ev)
+    jsd = {m: ev.method_summary(m)["jsd"] for m in ev.methods}
+    rep.figures["histograms_over_checkpoints"] = histogram_small_multiples(hist, ev.methods, jsd)
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
@@ -96,7 +182,8 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
         rep.figures["paired_differences"] = paired_differences_figure(res.paired[res.paired["metric"] == "map"])
 
 
-def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int) -> None:
+def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int,
+                 split_evals: dict) -> None:
     ds = ev.dataset
     sub = ds.subset(ev.rows) if ev.rows.size != ds.n_items else ds
     codes = sub.label_codes
@@ -126,19 +213,9 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     sweep = pd.concat(sweeps, ignore_index=True)
     rep.tables["class_sweep"] = sweep[["method"] + [c for c in sweep.columns if c != "method"]]
     rep.captions["class_sweep"] = (f"Metrics on C classes sampled at random ({sweep_repeats} repeats, seed {seed}).")
-    rep.figures["class_sweep"] = sweep_figure(sweeps[0], title=f"Metrics against the number of classes "
-                                                               f"({ev.methods[0]})")
+    for m, sw in zip(ev.methods, sweeps, strict=True):
+        rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=f"Metrics against the number of classes ({m})")
 
-    split_evals = {}
-    if ds.split is not None and ev.split is None:
-        from .evaluation import evaluate
-
-        for sp in sorted(set(ds.split[ev.rows].tolist())):
-            try:
-                split_evals[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, group_size=min(
-                    group_size, max(2, n_classes // 4)), seed=seed, alpha=alpha)
-            except InputError as exc:
-                rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
     hist = histogram_table(ev, split_evals)
     rep.tables["histograms"] = hist
     rep.captions["histograms"] = "Exact positive- and negative-pair similarity histograms (count and density)."
@@ -153,8 +230,9 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         gen = pd.concat(gens, ignore_index=True)
         rep.tables["generalization"] = gen[["method"] + [c for c in gen.columns if c != "method"]]
         rep.captions["generalization"] = f"Metrics per split and the gap {ref} minus each other split."
-        rep.figures["generalization"] = generalization_figure(gens[0], sorted(split_evals),
-                                                              title=f"Metrics per split ({ev.methods[0]})")
+        for m, g in zip(ev.methods, gens, strict=True):
+            rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
+                                                                       title=f"Metrics per split ({m})")
 
     if ds.confidence is not None:
         curves, rows = {}, []
@@ -179,10 +257,16 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
     summary = ev.summary()
+    if rep.split_evaluations:
+        summary["splits"] = {sp: e.summary() for sp, e in rep.split_evaluations.items()}
     summary["warnings"] = rep.warnings
     (out / "summary.json").write_text(json_text(summary))
     write_per_query(ev.per_query_columns(), out)
     written += [out / "per_query.csv", out / "per_query.parquet"]
+    for sp, e in rep.split_evaluations.items():
+        (out / "splits" / sp).mkdir(parents=True, exist_ok=True)
+        write_per_query(e.per_query_columns(), out / "splits" / sp)
+        written += [out / "splits" / sp / "per_query.csv", out / "splits" / sp / "per_query.parquet"]
     for name, df in rep.tables.items():
         written += write_table(df, out / "tables", name, rep.captions.get(name))
     if formats:

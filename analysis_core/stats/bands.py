@@ -45,28 +45,21 @@ def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str 
 
 def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_boot: int = 2000,
              seed: int = 0) -> pd.DataFrame:
-    """Bands per method, overall (class ``all``) and per class (and per split when the data
-    has one: column ``split``, ``all`` for every split). Columns: method, split, class, recall,
-    mean, low, high, n."""
+    """Bands per method, overall (class ``all``) and per class, over the evaluation's queries.
+    Columns: method, class, recall, mean, low, high, n. Per-split bands come from evaluating each
+    split as its own retrieval problem (``evaluate(..., split=...)``), never from grouping the
+    queries of a mixed gallery."""
     ds = ev.dataset
     frames = []
     for m in ev.methods:
         rows, recall, curves = ev.pr_curves(m)
         labels = ds.labels[rows].astype(str)
-        splits = ds.split[rows] if ds.split is not None else None
-        split_values = [ALL] + (sorted(set(splits.tolist())) if splits is not None else [])
-        for sp in split_values:
-            in_split = np.ones(rows.size, bool) if sp == ALL else splits == sp
-            groups = [(ALL, in_split)]
-            if by_class:
-                groups += [(c, in_split & (labels == c)) for c in sorted(set(labels[in_split].tolist()))]
-            for cls, mask in groups:
-                b = band(curves[mask], recall, alpha, kind, n_boot, seed)
-                b.insert(0, "class", cls)
-                b.insert(0, "split", sp)
-                b.insert(0, "method", m)
-                frames.append(b)
-    out = pd.concat(frames, ignore_index=True)
-    if ds.split is None:
-        out = out.drop(columns="split")
-    return out
+        groups = [(ALL, np.ones(rows.size, bool))]
+        if by_class:
+            groups += [(c, labels == c) for c in sorted(set(labels.tolist()))]
+        for cls, mask in groups:
+            b = band(curves[mask], recall, alpha, kind, n_boot, seed)
+            b.insert(0, "class", cls)
+            b.insert(0, "method", m)
+            frames.append(b)
+    return pd.concat(frames, ignore_index=True)

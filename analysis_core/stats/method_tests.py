@@ -146,25 +146,37 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
     return MixedModelResult(table, float(fit.cov_re.iloc[0, 0]), float(fit.scale), converged, warn, int(fit.nobs))
 
 
-def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
-    """Two-sided p-value of the paired sign-flip permutation test of mean(d) = 0, and whether it
-    is exact: all 2^n sign vectors for n <= :data:`EXACT_PERMUTATION_MAX_N`, else
-    ``(hits + 1) / (B + 1)`` over ``B`` seeded random sign vectors."""
-    n = d.size
-    obs = abs(d.sum())
-    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))  # sums equal up to rounding count as reaching obs
+def sign_flip_p_values(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[np.ndarray, bool]:
+    """Two-sided p-values of the paired sign-flip permutation test of mean = 0 for each column of
+    ``d`` (queries x pairs), and whether they are exact: all 2^n sign vectors for n <=
+    :data:`EXACT_PERMUTATION_MAX_N`, else ``(hits + 1) / (B + 1)`` over ``B`` random sign vectors
+    drawn from ``seed`` — the same vectors for every column, so a column's p-value does not depend
+    on which other pairs are tested, and all columns cost one matrix product."""
+    d = np.asarray(d, np.float64)
+    if d.ndim == 1:
+        d = d[:, None]
+    n = d.shape[0]
+    obs = np.abs(d.sum(axis=0))
+    tol = 1e-12 * np.maximum(1.0, np.abs(d).sum(axis=0))  # sums equal up to rounding count as reaching obs
     if n <= EXACT_PERMUTATION_MAX_N:
-        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-        return float(np.mean(np.abs(signs @ d) >= obs - tol)), True
+        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        return np.mean(np.abs(signs @ d) >= obs - tol, axis=0), True
     rng = np.random.default_rng(seed)
-    hits = done = 0
-    chunk = max(1, 2_000_000 // n)
+    hits = np.zeros(d.shape[1], np.int64)
+    chunk = max(1, 4_000_000 // n)
+    done = 0
     while done < n_permutations:
         m = min(chunk, n_permutations - done)
-        signs = rng.integers(0, 2, (m, n), dtype=np.int8) * 2 - 1
-        hits += int(np.sum(np.abs(signs @ d) >= obs - tol))
+        signs = rng.integers(0, 2, (m, n), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
+        hits += np.sum(np.abs(signs @ d) >= obs - tol, axis=0)
         done += m
     return (hits + 1) / (n_permutations + 1), False
+
+
+def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
+    """:func:`sign_flip_p_values` of one vector of differences."""
+    p, exact = sign_flip_p_values(d, n_permutations, seed)
+    return float(p[0]), exact
 
 
 def holm(p: pd.Series) -> pd.Series:
@@ -213,16 +225,15 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
     across pairs, win / tie / loss counts, and ``note`` where something is undefined."""
     from scipy import stats
 
-    rows = []
+    rows, diffs = [], []
     for a, b, va, vb in _pairs(df, value):
         d = merge_differences(va, vb)
+        diffs.append(d)
         n = d.size
         notes: list[str] = []
         mean, lo, hi = _pair_effect(d, alpha, notes)
-        if n:
-            p_perm, _ = sign_flip_p_value(d, n_permutations, seed)
-        else:
-            p_perm = math.nan
+        p_perm = math.nan  # filled below, all pairs with the same queries in one product
+        if not n:
             notes.append("no query answered by both")
         nz = d[d != 0]
         if nz.size:
@@ -237,6 +248,13 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
                          p_wilcoxon=p_w, wins=int((d > 0).sum()), ties=int((d == 0).sum()),
                          losses=int((d < 0).sum()), note="; ".join(notes)))
     out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+    by_n: dict[int, list[int]] = {}
+    for i, d in enumerate(diffs):
+        if d.size:
+            by_n.setdefault(d.size, []).append(i)
+    for idx in by_n.values():
+        p, _ = sign_flip_p_values(np.column_stack([diffs[i] for i in idx]), n_permutations, seed)
+        out.loc[idx, "p_permutation"] = p
     out["p_permutation_holm"] = holm(out["p_permutation"])
     out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
     out["reject"] = (out["p_permutation_holm"] < alpha).fillna(False).astype(bool)

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .studentized_range import studentized_range_ppf, studentized_range_sf
 from .variability import groups
 
 MAX_POSTHOC_GROUPS = 40  # 780 pairs; beyond, pairwise tables are skipped with a warning
 PPF_NODES = 9  # Chebyshev nodes per piece of the studentized-range quantile interpolation
-PPF_TOLERANCE = 1e-7  # largest interpolation error accepted (checked at both ends of each piece)
+PPF_TOLERANCE = 1e-9  # largest interpolation error accepted (checked at both ends of each piece)
 
 
 class TooManyGroups(ValueError):
@@ -40,49 +41,40 @@ def check_posthoc(names: list[str]) -> None:
         raise TooManyGroups("fewer than two groups with at least two queries: nothing to compare pairwise.")
 
 
-def studentized_range_ppf(p: float, k: int, dfs: np.ndarray) -> np.ndarray:
-    """Quantile of the studentized range for many degrees of freedom at once.
-
-    scipy's ppf integrates numerically (~0.2 s a call). The quantile is smooth and monotone in
-    1/df, so it is interpolated by Chebyshev polynomials of degree ``PPF_NODES - 1`` in 1/df on
-    pieces of the requested range; a piece whose interpolant misses scipy's value at either end
-    (where the error of interpolation at Chebyshev nodes is largest) by more than
-    :data:`PPF_TOLERANCE` is halved (up to 6 times, then exact values).
-    A single df, or few distinct ones, are computed exactly.
-    """
-    from scipy import stats
-
+def quantiles_for_dfs(p: float, k: int, dfs: np.ndarray) -> np.ndarray:
+    """The ``p`` quantile of the studentized range for many degrees of freedom at once (NaN where
+    df is undefined). Few distinct df are computed exactly
+    (:func:`~.studentized_range.studentized_range_ppf`); otherwise the quantile, smooth and
+    monotone in 1/df, is interpolated by Chebyshev polynomials of degree ``PPF_NODES - 1`` on
+    pieces of the requested range, and a piece whose interpolant misses the exact value at either
+    end (where interpolation at Chebyshev nodes errs most) by more than :data:`PPF_TOLERANCE` is
+    halved (up to 8 times, then exact values)."""
     dfs = np.asarray(dfs, np.float64)
     out = np.full(dfs.shape, np.nan)
     ok = np.isfinite(dfs) & (dfs > 0)
     if not ok.any():
         return out
     x = 1.0 / dfs[ok]
-    uniq = np.unique(x)
-    if uniq.size <= PPF_NODES + 1:
-        exact = {u: float(stats.studentized_range.ppf(p, k, 1.0 / u)) for u in uniq.tolist()}
-        out[ok] = [exact[v] for v in x.tolist()]
-        return out
 
-    def exact_at(v: float) -> float:
-        return float(stats.studentized_range.ppf(p, k, 1.0 / v))
+    def exact(v: np.ndarray) -> np.ndarray:
+        return studentized_range_ppf(p, k, 1.0 / np.asarray(v, np.float64))
 
     res = np.empty(x.size)
-    pieces = [(float(uniq[0]), float(uniq[-1]), 0)]
+    pieces = [(float(x.min()), float(x.max()), 0)]
     while pieces:
         lo, hi, depth = pieces.pop()
         inside = (x >= lo) & (x <= hi)
         if not inside.any():
             continue
-        if depth >= 6 or np.unique(x[inside]).size <= PPF_NODES + 1:
-            vals = {u: exact_at(u) for u in np.unique(x[inside]).tolist()}
+        uniq = np.unique(x[inside])
+        if depth >= 8 or uniq.size <= PPF_NODES + 2:
+            vals = dict(zip(uniq.tolist(), exact(uniq).tolist(), strict=True))
             res[inside] = [vals[v] for v in x[inside].tolist()]
             continue
         nodes = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos(np.pi * (np.arange(PPF_NODES) + 0.5) / PPF_NODES)
-        cheb = np.polynomial.chebyshev.Chebyshev.fit(nodes, [exact_at(t) for t in nodes], PPF_NODES - 1,
-                                                     domain=[lo, hi])
-        mid = 0.5 * (lo + hi)
-        if max(abs(cheb(v) - exact_at(v)) for v in (lo, hi)) > PPF_TOLERANCE:
+        cheb = np.polynomial.chebyshev.Chebyshev.fit(nodes, exact(nodes), PPF_NODES - 1, domain=[lo, hi])
+        if np.max(np.abs(cheb(np.array([lo, hi])) - exact(np.array([lo, hi])))) > PPF_TOLERANCE:
+            mid = 0.5 * (lo + hi)
             pieces += [(lo, mid, depth + 1), (mid, hi, depth + 1)]
             continue
         res[inside] = cheb(x[inside])
@@ -122,11 +114,12 @@ def hochberg_tamhane_halfwidths(q_crit: float, mse: float, n: np.ndarray) -> np.
 
 
 def tukey_hsd(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> PostHocResult:
-    """Tukey's honestly significant difference over groups (statsmodels' ``pairwise_tukeyhsd``),
-    with the per-group simultaneous intervals for the interval plot."""
-    from scipy import stats
-    from statsmodels.stats.multicomp import pairwise_tukeyhsd
+    """Tukey's honestly significant difference over groups (Tukey-Kramer for unequal sizes), with
+    the per-group simultaneous intervals for the interval plot.
 
+    For groups i, j: ``d = m_j - m_i``, ``se = sqrt(MSE/2 (1/n_i + 1/n_j))``,
+    ``p = P(Q_{k, N-k} > |d| / se)``, interval ``d +- q_{1-alpha, k, N-k} se`` (as scipy's
+    ``tukey_hsd``; the studentized range from :mod:`.studentized_range`)."""
     warn: list[str] = []
     names, samples = groups(df, warn, value)
     check_posthoc(names)
@@ -136,23 +129,19 @@ def tukey_hsd(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> PostH
     dof = float(n.sum() - k)
     constant = all(np.ptp(s) == 0.0 for s in samples)  # exact test: sums of squares of equal values may round
     mse = 0.0 if constant else sum(float(((s - s.mean()) ** 2).sum()) for s in samples) / dof
-    pairs = list(itertools.combinations(range(k), 2))
-    base = pd.DataFrame({"group1": [names[i] for i, _ in pairs], "group2": [names[j] for _, j in pairs],
-                         "meandiff": [means[j] - means[i] for i, j in pairs]})
+    i, j = np.triu_indices(k, 1)
+    d = means[j] - means[i]
+    base = pd.DataFrame({"group1": [names[a] for a in i], "group2": [names[b] for b in j], "meandiff": d})
     if mse == 0.0:
         why = "undefined: zero pooled within-group variance (every group is constant)."
         warn.append(f"Tukey HSD {why}")
         table = base.assign(p_adj=np.nan, lower=np.nan, upper=np.nan, reject=False, note=why)
         intervals = pd.DataFrame({"group": names, "mean": means, "low": np.nan, "high": np.nan})
         return PostHocResult("tukey", alpha, table[COLUMNS], intervals, warn)
-    endog = np.concatenate(samples)
-    labels = np.concatenate([[nm] * s.size for nm, s in zip(names, samples, strict=True)])
-    res = pairwise_tukeyhsd(endog, labels, alpha=alpha)
-    order = {g: i for i, g in enumerate(res.groupsunique)}  # statsmodels' sorted order = ours
-    assert [order[nm] for nm in names] == list(range(k))
-    table = base.assign(p_adj=np.asarray(res.pvalues, np.float64), lower=res.confint[:, 0],
-                        upper=res.confint[:, 1], reject=res.reject.astype(bool), note="")
-    q_crit = float(stats.studentized_range.ppf(1 - alpha, k, dof))
+    se = np.sqrt(mse / 2 * (1 / n[i] + 1 / n[j]))
+    p = studentized_range_sf(np.abs(d) / se, k, dof)
+    q_crit = float(studentized_range_ppf(1 - alpha, k, np.array([dof]))[0])
+    table = base.assign(p_adj=p, lower=d - q_crit * se, upper=d + q_crit * se, reject=p < alpha, note="")
     half = hochberg_tamhane_halfwidths(q_crit, mse, n)
     intervals = pd.DataFrame({"group": names, "mean": means, "low": means - half, "high": means + half})
     return PostHocResult("tukey", alpha, table[COLUMNS], intervals, warn)
@@ -167,8 +156,6 @@ def games_howell(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Po
     ``p = P(Q_{k,df} > sqrt(2)|d|/se)``, interval ``d +- q_{1-alpha,k,df} se / sqrt(2)``.
     A pair of two constant groups has ``se = 0``: undefined (NaN), with the reason in ``note``.
     """
-    from scipy import stats
-
     warn: list[str] = []
     names, samples = groups(df, warn, value)
     check_posthoc(names)
@@ -183,10 +170,12 @@ def games_howell(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Po
                              note="undefined: both groups are constant (zero standard error)."))
             continue
         dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-        p = float(stats.studentized_range.sf(math.sqrt(2) * abs(d) / se, k, dof))
-        rows.append(dict(group1=names[i], group2=names[j], meandiff=d, p_adj=p, se=se, df=dof, note=""))
+        rows.append(dict(group1=names[i], group2=names[j], meandiff=d, p_adj=math.nan, se=se, df=dof, note=""))
     t = pd.DataFrame(rows)
-    half = studentized_range_ppf(1 - alpha, k, t["df"].to_numpy()) * t["se"].to_numpy() / math.sqrt(2)
+    ok = t["se"].to_numpy() > 0
+    t.loc[ok, "p_adj"] = studentized_range_sf(np.sqrt(2) * np.abs(t.loc[ok, "meandiff"].to_numpy()) /
+                                              t.loc[ok, "se"].to_numpy(), k, t.loc[ok, "df"].to_numpy())
+    half = quantiles_for_dfs(1 - alpha, k, t["df"].to_numpy()) * t["se"].to_numpy() / math.sqrt(2)
     t["lower"] = t["meandiff"] - half
     t["upper"] = t["meandiff"] + half
     t["reject"] = (t["p_adj"] < alpha).fillna(False).astype(bool)

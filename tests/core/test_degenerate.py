@@ -127,12 +127,12 @@ def test_tukey_with_two_groups_equals_the_t_test():
     res = analyse(ap, posthoc=("tukey",))
     row = res.posthoc["tukey"].table.iloc[0]
     t = stats.ttest_ind(b, a)
-    assert row["p_adj"] == pytest.approx(t.pvalue, abs=2e-3)  # statsmodels' studentized-range approximation
+    assert row["p_adj"] == pytest.approx(t.pvalue, rel=1e-8)
     ci = t.confidence_interval(0.95)
-    assert (row["lower"], row["upper"]) == pytest.approx((ci.low, ci.high), abs=2e-3)
+    assert (row["lower"], row["upper"]) == pytest.approx((ci.low, ci.high), rel=1e-8)
     iv = res.posthoc["tukey"].intervals.set_index("group")
     half = (iv["high"] - iv["low"]) / 2
-    assert half["a"] + half["b"] == pytest.approx((ci.high - ci.low) / 2, rel=2e-3)
+    assert half["a"] + half["b"] == pytest.approx((ci.high - ci.low) / 2, rel=1e-8)
 
 
 def test_games_howell_pairs_of_constant_groups_are_undefined_not_significant():

@@ -37,9 +37,9 @@ def _assert_matches_scipy(table, df, ref):
     for row in table.itertuples():
         i, j = names.index(row.group1), names.index(row.group2)
         assert row.meandiff == pytest.approx(ref.statistic[j, i], abs=1e-12)
-        assert row.p_adj == pytest.approx(ref.pvalue[j, i], abs=1e-3)
-        assert row.lower == pytest.approx(ci.low[j, i], abs=1e-3)
-        assert row.upper == pytest.approx(ci.high[j, i], abs=1e-3)
+        assert row.p_adj == pytest.approx(ref.pvalue[j, i], rel=1e-7, abs=1e-12)
+        assert row.lower == pytest.approx(ci.low[j, i], rel=1e-7)
+        assert row.upper == pytest.approx(ci.high[j, i], rel=1e-7)
 
 
 def test_pr_band_equals_direct_computation_from_sorted_rankings():

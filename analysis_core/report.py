@@ -47,6 +47,8 @@ class Report:
     split_evaluations: dict = field(default_factory=dict)
 
 
+MIN_SWEEP_CLASSES = 20  # below, sampled class counts span too short a range to show a trend
+
 # tables that already hold one block per split when the whole set is evaluated (split column inside)
 _SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests", "checkpoint_classes")
 
@@ -208,13 +210,17 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     if grouped["n_groups"].min() < 2:
         rep.warnings.append("some group sizes leave fewer than two groups: their intervals are undefined.")
 
-    sweeps = [class_count_sweep(sub.embeddings[m], codes, repeats=sweep_repeats, seed=seed, group_size=min(
-        group_size, max(2, n_classes // 2)), similarity=ev.similarity).assign(method=m) for m in ev.methods]
-    sweep = pd.concat(sweeps, ignore_index=True)
-    rep.tables["class_sweep"] = sweep[["method"] + [c for c in sweep.columns if c != "method"]]
-    rep.captions["class_sweep"] = (f"Metrics on C classes sampled at random ({sweep_repeats} repeats, seed {seed}).")
-    for m, sw in zip(ev.methods, sweeps, strict=True):
-        rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=f"Metrics against the number of classes ({m})")
+    if n_classes >= MIN_SWEEP_CLASSES:
+        sweeps = [class_count_sweep(sub.embeddings[m], codes, repeats=sweep_repeats, seed=seed, group_size=min(
+            group_size, max(2, n_classes // 2)), similarity=ev.similarity).assign(method=m) for m in ev.methods]
+        sweep = pd.concat(sweeps, ignore_index=True)
+        rep.tables["class_sweep"] = sweep[["method"] + [c for c in sweep.columns if c != "method"]]
+        rep.captions["class_sweep"] = f"Metrics on C classes sampled at random ({sweep_repeats} repeats, seed {seed})."
+        for m, sw in zip(ev.methods, sweeps, strict=True):
+            rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=f"Metrics against the number of classes ({m})")
+    else:
+        rep.warnings.append(f"class-count sweep skipped: {n_classes} classes; it needs at least {MIN_SWEEP_CLASSES} "
+                            "to show how the metrics move with the number of classes.")
 
     hist = histogram_table(ev, split_evals)
     rep.tables["histograms"] = hist

@@ -11,7 +11,8 @@ Conventions (stated because they differ from some defaults): two-way ANOVA uses 
 squares (as ``car::Anova``); the mixed model is fitted by REML (statsmodels ``MixedLM``) and its
 p-values are Wald z tests (``lme4`` gives no p-values; ``lmerTest`` would use Satterthwaite t);
 Wilcoxon's signed-rank test drops zero differences (``zero_method="wilcox"``, R's default) and
-uses no continuity correction (exact distribution for small n); the paired permutation test
+uses no continuity correction (exact distribution for n <= 50 without ties, as R; otherwise the
+normal approximation with tie-corrected variance); the paired permutation test
 flips signs of the differences, exactly over all 2^n sign vectors for n <= 16, else 10 000 seeded
 random flips with p = (hits + 1) / (B + 1).
 """
@@ -237,9 +238,12 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
             notes.append("no query answered by both")
         nz = d[d != 0]
         if nz.size:
+            # exact null distribution for small n without ties, else the normal approximation with the
+            # tie-corrected variance (scipy's default would run a permutation test for tied small samples)
+            exact = nz.size <= 50 and np.unique(np.abs(nz)).size == nz.size
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                p_w = float(stats.wilcoxon(nz, correction=False).pvalue)
+                p_w = float(stats.wilcoxon(nz, correction=False, method="exact" if exact else "asymptotic").pvalue)
         else:
             p_w = math.nan
             if n:

@@ -105,7 +105,7 @@ def test_generalization_gap_on_the_demo_checkpoints(tmp_path):
     assert late.loc["recall_at_1", "gap_train_minus_test"] > 0.05  # the late checkpoint fits train better
     g = late.loc["grouped_recall_at_1"]
     assert g["gap_train_minus_test_ci_low"] < g["gap_train_minus_test"] < g["gap_train_minus_test_ci_high"]
-    for name in ("grouped_recall", "class_sweep", "histograms", "generalization", "erc"):
+    for name in ("grouped_recall", "class_sweep", "histograms", "generalization", "erc", "checkpoints"):
         assert (out / "tables" / f"{name}.csv").exists() and (out / "tables" / f"{name}.tex").exists()
     hist = pd.read_csv(out / "tables" / "histograms.csv")
     assert set(hist["split"]) == {"all", "train", "test"} and set(hist["kind"]) == {"positive", "negative"}

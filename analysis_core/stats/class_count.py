@@ -241,6 +241,10 @@ def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarra
     confidence = np.asarray(confidence, np.float64)
     e = 1.0 - (np.asarray(p_at_1, np.float64) if error == "p@1" else np.asarray(ap, np.float64))
     n = e.size
+    if n == 0:
+        empty = pd.DataFrame(columns=["fraction_rejected", "n_kept", "error", "oracle_error", "random_error"])
+        return ErrorRejectCurve(empty, math.nan, math.nan, math.nan, math.nan, error,
+                                "undefined: no scored query (every query is lone).")
     order = np.argsort(-confidence, kind="stable")  # most confident first
     c, es = confidence[order], e[order]
     starts = np.r_[True, c[1:] != c[:-1]]

@@ -82,7 +82,7 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.captions["anova"] = "One-way tests of per-query AP over " + (
         "method x class groups." if len(ev.methods) > 1 else "classes.")
     rep.warnings += ow.warnings
-    rep.figures["pr_bands"] = pr_bands_figure(bands)
+    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
     rep.figures["ap_by_class"] = ap_by_class_figure(ap)
     try:
         tk = tukey_hsd(ap, alpha)

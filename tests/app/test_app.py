@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate, load_files
-from analysis_core.export.figures import FigureStyle, chromium_path
+from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -146,3 +146,11 @@ def test_export_all_archive_is_rebuilt_at_the_new_presets_size():
                 assert abs(w - FigureStyle.preset(preset).width_in) <= 0.01, (preset, p.name, w)
             sizes[preset] = data
     assert sizes["single"] != sizes["double"]
+
+
+def test_without_chromium_the_download_buttons_give_way_to_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    for page in (None, "views/pr_bands.py"):
+        at = _open("digits", page)
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(INSTALL_COMMAND in i.value for i in at.info)

@@ -8,16 +8,17 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from analysis_core import evaluate, load_files
-from analysis_core.export.figures import FigureStyle, chromium_path
+from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
 from analysis_core.report import build_report, write_report
 
-from .test_cli import run_cli
+from .test_cli import ROOT, run_cli
 
 METHODS = ["baseline", "contrastive", "triplet_margin"]
 FIGURES = {"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "class_sweep",
@@ -108,3 +109,20 @@ def test_custom_style_needs_its_width_and_bad_sizes_are_refused(small_npz, tmp_p
     assert r.returncode == 2 and "--width" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("report", small_npz, "--out", tmp_path / "x", "--style", "custom", "--width", "0.2")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_report_without_chromium_exits_2_with_the_install_command_before_computing(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))  # kaleido's own override
+    assert chromium_path() is None
+    out = tmp_path / "rep"
+    t = time.perf_counter()
+    # the 600-class demo takes minutes to report on: an exit within 10 s means nothing was computed
+    r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "pdf", "--quiet")
+    assert time.perf_counter() - t < 10
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert INSTALL_COMMAND in r.stderr and "Chromium" in r.stderr
+    assert not out.exists()
+    # without figures, no Chromium is needed
+    r = run_cli("report", small_dataset(tmp_path / "s.npz"), "--out", out, "--format", "", "--quiet",
+                "--sweep-repeats", "1")
+    assert r.returncode == 0, r.stderr

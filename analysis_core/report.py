@@ -15,6 +15,7 @@ import pandas as pd
 
 from .evaluation import Evaluation
 from .export.figures import FigureStyle, write_figures
+from .export.paper_tables import paper_latex
 from .export.tables import json_text, write_per_query, write_table
 from .figures.class_count import (
     erc_figure,
@@ -49,6 +50,7 @@ class Report:
     captions: dict[str, str] = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    latex: dict[str, str] = field(default_factory=dict)  # LaTeX-only tables: <name>.tex
 
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
@@ -57,7 +59,27 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     rep = Report()
     _variability(rep, ev, alpha, band_kind, per_class_n, seed)
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats)
+    _paper_tables(rep, ev, alpha)
     return rep
+
+
+def _paper_tables(rep: Report, ev: Evaluation, alpha: float) -> None:
+    """The main results table (methods x headline metrics, per split when the data have splits)
+    in a double-column and a single-column variant; mAP marked by the paired AP tests."""
+    from .export.paper_tables import ap_paired_hook, summary_frame, summary_latex
+
+    evals = {"all": ev}
+    if ev.dataset.split is not None and ev.split is None:
+        from .evaluation import evaluate
+
+        for sp in sorted(set(ev.dataset.split[ev.rows].tolist())):
+            evals[sp] = evaluate(ev.dataset, similarity=ev.similarity, ks=ev.ks, split=sp, alpha=alpha)
+    frame = summary_frame(evals, alpha)
+    rep.tables["summary"] = frame
+    rep.captions["summary"] = "Main results: headline metrics per method (and split) with interval half-widths."
+    hook = ap_paired_hook(rep.tables.get("paired_tests"), alpha)
+    rep.latex["summary"] = summary_latex(frame, alpha, hook)
+    rep.latex["summary_column"] = summary_latex(frame, alpha, hook, single_column=True)
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
@@ -193,7 +215,12 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     write_per_query(ev.per_query_columns(), out)
     written += [out / "per_query.csv", out / "per_query.parquet"]
     for name, df in rep.tables.items():
-        written += write_table(df, out / "tables", name, rep.captions.get(name))
+        written += write_table(df, out / "tables", name, rep.captions.get(name),
+                               tex=rep.latex.get(name) or paper_latex(name, df, rep.captions.get(name)))
+    for name, tex in rep.latex.items():
+        if name not in rep.tables:
+            (out / "tables" / f"{name}.tex").write_text(tex)
+            written.append(out / "tables" / f"{name}.tex")
     if formats:
         written += write_figures(rep.figures, out / "figures", formats, style)
     return written

@@ -13,6 +13,7 @@ import streamlit as st
 
 from analysis_core.evaluation import Evaluation
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
+from analysis_core.export.number_format import display_formats, floor_p_columns
 from analysis_core.export.tables import to_latex
 from analysis_core.report import build_report, write_report
 from dashboard import state
@@ -84,11 +85,13 @@ def report_archive(ev: Evaluation, key: str, alpha: float) -> None:
 
 
 def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int | None = None) -> None:
-    """Show ``df`` with CSV and LaTeX (booktabs) downloads."""
-    st.dataframe(df, width="stretch", hide_index=True, **({"height": height} if height else {}))
+    """Show ``df`` (p-values and statistics printed as everywhere, :mod:`number_format`) with
+    CSV and LaTeX (booktabs) downloads."""
+    st.dataframe(df.style.format(display_formats(df)), width="stretch", hide_index=True,
+                 **({"height": height} if height else {}))
     c1, c2, _ = st.columns([1, 1, 4])
-    c1.download_button("CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"dl-{name}-tcsv",
-                       on_click="ignore", width="stretch")
+    c1.download_button("CSV", floor_p_columns(df).to_csv(index=False).encode(), f"{name}.csv", "text/csv",
+                       key=f"dl-{name}-tcsv", on_click="ignore", width="stretch")
     c2.download_button("LaTeX", to_latex(df, caption=caption).encode(), f"{name}.tex", "application/x-tex",
                        key=f"dl-{name}-tex", on_click="ignore", width="stretch")
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..export.number_format import format_p
 from ..stats.bands import ALL
 from ..stats.variability import PostHocResult
 from .style import PALETTE, base_layout, rgba, series_look
@@ -100,7 +101,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
 def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
     t = paired.assign(pair=paired["method_a"] + " − " + paired["method_b"])
-    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (perm., Holm) = {p:.3g}"
+    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (perm., Holm) = {format_p(p)}"
              for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_permutation_holm"], strict=True)]
     fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
                                error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],

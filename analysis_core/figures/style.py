@@ -70,7 +70,8 @@ def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: fl
     plot_w = width_px - left - right
     # axis titles wrapped to the plot's width (a long one would run off the page)
     if fig.layout.xaxis.title.text:
-        lines = textwrap.wrap(fig.layout.xaxis.title.text, max(10, int(plot_w / (0.5 * font_px))))
+        # long category labels on the y axis narrow the plot: wrap at 70% of the estimate
+        lines = textwrap.wrap(fig.layout.xaxis.title.text, max(10, int(0.7 * plot_w / (0.5 * font_px))))
         fig.layout.xaxis.title.text = "<br>".join(lines)
         bottom += (len(lines) - 1) * font_px * line
 
@@ -93,7 +94,8 @@ def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: fl
         legend_h = n_rows * font_px * 1.6 + pad
         legend = dict(orientation="h", xref="container", x=pad / width_px, xanchor="left", yref="container",
                       yanchor="top", entrywidthmode="pixels", entrywidth=usable / cols - _SYMBOL_PX - 1,
-                      font=dict(size=font_px), tracegroupgap=0, itemwidth=30, bgcolor="rgba(0,0,0,0)")
+                      font=dict(size=font_px), tracegroupgap=0, itemwidth=30, bgcolor="rgba(0,0,0,0)",
+                      title=dict(text=""))  # a legend title would take a column the estimate has not
     top = pad + title_h + legend_h + 0.6 * font_px  # the top tick label pokes half a line up
 
     if height_px is None:

@@ -89,7 +89,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
                                               arrayminus=t["meandiff"] - t["lower"]),
                                  marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=7)))
         fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-        fig.update_xaxes(title=f"difference in mean AP, {100 * (1 - posthoc.alpha):g}% interval ({posthoc.method})")
+        fig.update_xaxes(title=f"difference in mean AP, {100 * (1 - posthoc.alpha):g}% interval")
         fig.update_yaxes(type="category")
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)

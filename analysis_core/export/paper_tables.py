@@ -229,7 +229,7 @@ def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | No
     for split in splits:
         part = frame[frame["split"] == split]
         best = {}
-        for m in metrics:
+        for m in metrics if len(part) > 1 else ():  # one method: nothing to be best among
             vals = part[m].to_numpy(float)
             if np.isfinite(vals).any():
                 target = np.nanmin(vals) if m in LOWER_IS_BETTER else np.nanmax(vals)

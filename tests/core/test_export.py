@@ -259,3 +259,17 @@ def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
     assert "First 40 of 2000 rows" in (tmp_path / "long.tex").read_text()
     log = compile_two_column(texs, tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_one_method_three_classes_tables_compile_and_bold_nothing(tmp_path):
+    rng = np.random.default_rng(0)
+    p = tmp_path / "tiny.npz"
+    np.savez(p, embeddings=rng.standard_normal((45, 4)).astype(np.float32), labels=np.repeat([0, 1, 2], 15))
+    r = run_cli("report", p, "--out", tmp_path / "rep", "--format", "", "--sweep-repeats", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    texs = sorted((tmp_path / "rep" / "tables").glob("*.tex"))
+    assert {"summary", "summary_column", "classes"} <= {t.stem for t in texs}
+    assert r"\textbf" not in (tmp_path / "rep" / "tables" / "summary.tex").read_text()
+    log = compile_two_column(texs, tmp_path)
+    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)

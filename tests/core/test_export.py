@@ -273,3 +273,19 @@ def test_one_method_three_classes_tables_compile_and_bold_nothing(tmp_path):
     assert r"\textbf" not in (tmp_path / "rep" / "tables" / "summary.tex").read_text()
     log = compile_two_column(texs, tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+def test_pr_band_title_names_the_band_and_ten_methods_stay_distinguishable():
+    from analysis_core.figures.style import PALETTE, series_look
+    from analysis_core.figures.variability import pr_bands_figure
+
+    r = np.linspace(0, 1, 5)
+    bands = pd.concat([pd.DataFrame({"method": f"m{i}", "class": "all", "recall": r, "mean": 0.5, "low": 0.4,
+                                     "high": 0.6, "n": 10}) for i in range(10)])
+    assert "simultaneous" in pr_bands_figure(bands, kind="bootstrap").layout.title.text
+    assert "pointwise" in pr_bands_figure(bands, kind="t").layout.title.text
+    fig = pr_bands_figure(bands)
+    looks = [(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data if t.showlegend is not False]
+    assert len(looks) == 10 and len(set(looks)) == 10  # beyond the 8 colours, dashes and markers differ
+    assert {c for c, _, _ in looks} == set(PALETTE)
+    assert series_look(8)[0] == series_look(0)[0] and series_look(8)[1:] != series_look(0)[1:]

@@ -57,7 +57,8 @@ def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None) -> None:
                                 width="stretch")
     if data is not None:
         cols[-1].download_button("CSV data", data=floor_p_columns(data).to_csv(index=False).encode(),
-                                 file_name=f"{name}.csv", mime="text/csv", key=f"dl-{name}-csv", on_click="ignore", width="stretch")
+                                 file_name=f"{name}.csv", mime="text/csv", key=f"dl-{name}-csv", on_click="ignore",
+                                 width="stretch")
 
 
 def report_archive(ev: Evaluation, key: str, alpha: float) -> None:

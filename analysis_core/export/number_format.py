@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 import re
 
-from pandas.api.types import is_float_dtype
-
 P_FLOOR = 1e-12
 DECIMALS = 4
 _P_NAME = re.compile(r"(^|_)p($|_)|^p-?value$", re.IGNORECASE)
@@ -80,6 +78,8 @@ def format_value(v, decimals: int = DECIMALS) -> str:
 def floor_p_columns(df):
     """A copy of ``df`` whose p-value columns are floored at ``P_FLOOR`` (NaN kept): what CSV
     files hold, so that no tiny p-value is written as 0."""
+    from pandas.api.types import is_float_dtype
+
     out = df.copy()
     for c in out.columns:
         if is_p_column(c) and is_float_dtype(out[c]):
@@ -90,5 +90,7 @@ def floor_p_columns(df):
 def display_formats(df) -> dict:
     """Per-column formatters for a table shown on a page: p-values by :func:`format_p`, other
     floats by :func:`format_value`."""
+    from pandas.api.types import is_float_dtype
+
     return {c: (format_p if is_p_column(c) else format_value) for c in df.columns
             if is_float_dtype(df[c])}

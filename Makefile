@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 BENCHV  := .venv-bench
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: run test bench setup system-deps demo lint
+.PHONY: run test bench setup export-deps system-deps demo lint
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -18,21 +18,29 @@ $(STAMP): pyproject.toml | $(VPY)
 
 setup: $(STAMP)
 
-# Debian's chromium (kaleido exports, browser tests), fonts, and pdflatex with booktabs (the LaTeX
-# tables are compiled in the tests), when missing and running as root.
-system-deps:
+# What figure export needs (report, the dashboard's downloads): Debian's chromium, which kaleido
+# drives, and the Liberation fonts the figures use; installed when missing and running as root.
+export-deps:
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  missing=""; \
 	  [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	  fc-list 2>/dev/null | grep -qi liberation || missing="$$missing fonts-liberation"; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
-	    || echo "warning: could not install$$missing; browser tests and figure export tests are skipped"; fi; \
+	    || echo "warning: could not install$$missing; figure export (and its tests) need: apt-get install -y chromium fonts-liberation"; fi; \
+	else [ -x /usr/bin/chromium ] || echo "note: not root: figure export needs chromium; run as root: apt-get install -y chromium fonts-liberation"; fi
+
+# The tests also need pdflatex with booktabs (the LaTeX tables are compiled) and poppler-utils
+# (pdfinfo / pdffonts check the figures' page size and fonts).
+system-deps: export-deps
+	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  if ! command -v pdflatex >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends texlive-latex-base texlive-latex-recommended >/dev/null \
 	    || echo "warning: could not install texlive; LaTeX tables are checked structurally only"; fi; \
-	else echo "note: not root: chromium, fonts-liberation and texlive must already be installed, else those tests skip"; fi
+	  if ! command -v pdfinfo >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    poppler-utils >/dev/null || echo "warning: could not install poppler-utils; figure size tests skip"; fi; \
+	else echo "note: not root: texlive and poppler-utils must already be installed, else those tests skip"; fi
 
-run: $(STAMP)
+run: $(STAMP) export-deps
 	$(VPY) -m streamlit run dashboard/app.py --server.address 127.0.0.1
 
 test: $(STAMP) system-deps

@@ -170,16 +170,21 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .export.figures import FigureStyle
+    from .export.figures import FigureStyle, require_chromium
     from .report import build_report, write_report
 
+    if args.style == "custom" and args.width is None:
+        raise InputError("--style custom", "needs the figure width.", "add --width INCHES, e.g. --width 5.")
+    style = FigureStyle.preset(args.style, width_in=args.width, dpi=args.dpi)
+    if args.format:
+        require_chromium()  # before minutes of computing, not after
     ds = _load(args)
     ev = _evaluate(args, ds, alpha=args.alpha)
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
                        group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split)
     out = Path(args.out)
     try:
-        written = write_report(ev, rep, out, args.format, FigureStyle.preset(args.style))
+        written = write_report(ev, rep, out, args.format, style)
     except OSError as exc:
         raise InputError(str(out), f"cannot write the report ({exc.strerror or exc}).",
                          "choose a writable --out folder.") from exc
@@ -228,8 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k")
     r.add_argument("--format", type=_formats, default=("pdf",), help="figure formats: pdf,svg,png (comma-separated)")
-    r.add_argument("--style", choices=("single", "double"), default="double",
-                   help="figure size preset: single (3.5 in) or double (7.2 in) column")
+    r.add_argument("--style", choices=("single", "double", "custom"), default="double",
+                   help="figure width: single (3.5 in) or double (7.2 in) column, or custom (--width)")
+    r.add_argument("--width", type=_number(float, lambda v: 1 <= v <= 20, "inches in 1-20"), default=None,
+                   help="figure width in inches for --style custom")
+    r.add_argument("--dpi", type=_number(int, lambda v: 50 <= v <= 1200, "an integer in 50-1200"), default=300,
+                   help="PNG resolution (PDF and SVG are vector)")
     r.add_argument("--alpha", type=_alpha, default=0.05, help="significance level / 1 - confidence")
     r.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR bands")
     r.add_argument("--band", choices=("t", "bootstrap"), default="t",

@@ -16,6 +16,7 @@ import pandas as pd
 from .errors import InputError
 from .evaluation import Evaluation
 from .export.figures import FigureStyle, write_figures
+from .export.paper_tables import paper_latex
 from .export.tables import json_text, write_per_query, write_table
 from .figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
 from .figures.class_count import (
@@ -45,12 +46,13 @@ class Report:
     figures: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     split_evaluations: dict = field(default_factory=dict)
+    latex: dict[str, str] = field(default_factory=dict)  # LaTeX-only tables: <name>.tex
 
 
 MIN_SWEEP_CLASSES = 20  # below, sampled class counts span too short a range to show a trend
 
 # tables that already hold one block per split when the whole set is evaluated (split column inside)
-_SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests", "checkpoint_classes")
+_SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests", "checkpoint_classes", "summary")
 
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
@@ -66,6 +68,7 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     _variability(rep, ev, alpha, band_kind, per_class_n, seed)
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
     _checkpoints(rep, ev, split_evals, alpha, seed)
+    _paper_tables(rep, ev, split_evals, alpha, seed)
     if ev.dataset.split is not None:
         _label_split(rep, ev.split or "all")
     if by_split and split_evals:
@@ -139,6 +142,42 @@ def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, s
     rep.figures["histograms_over_checkpoints"] = histogram_small_multiples(hist, ev.methods, jsd)
 
 
+def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int) -> None:
+    """The main results table (methods x headline metrics, per split when the data have splits)
+    in a double-column and a single-column variant; a dagger where the best differs from the
+    runner-up by the paired test of that metric."""
+    from .export.paper_tables import summary_frame, summary_latex
+
+    evals = {ev.split or "all": ev, **split_evals}
+    frame = summary_frame(evals, alpha)
+    rep.tables["summary"] = frame
+    rep.captions["summary"] = "Main results: headline metrics per method (and split) with interval half-widths."
+    hook = _best_vs_runner_up(evals, alpha, seed)
+    rep.latex["summary"] = summary_latex(frame, alpha, hook)
+    rep.latex["summary_column"] = summary_latex(frame, alpha, hook, single_column=True)
+
+
+def _best_vs_runner_up(evals: dict, alpha: float, seed: int):
+    """Significance marks for the main table: the best method of a column against the runner-up,
+    on the same queries, by the metric's paired test (McNemar for hit rates, sign-flip permutation
+    otherwise); one test per column."""
+    from .stats.method_tests import metric_paired_tests
+
+    def hook(split: str, metric: str, best: str, runner_up: str) -> bool | None:
+        ev = evals.get(split)
+        if ev is None or metric == "jsd":
+            return None
+        long = metric_frame(ev, [best, runner_up], [metric])
+        if long.empty:
+            return None
+        p = metric_paired_tests(long, alpha, seed=seed)["p_value"].iloc[0]
+        return bool(p < alpha)
+
+    return hook
+
+
+
+
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
                  seed: int) -> None:
     bands = pr_bands(ev, alpha=alpha, kind=band_kind, seed=seed)
@@ -160,7 +199,7 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.tables["anova"] = res.one_way.tests
     rep.captions["anova"] = "One-way tests of per-query AP over " + (
         "method x class groups." if len(ev.methods) > 1 else "classes.")
-    rep.figures["pr_bands"] = pr_bands_figure(bands)
+    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
     rep.figures["ap_by_class"] = ap_by_class_figure(ap)
     if "tukey" in res.posthoc:
         rep.tables["tukey_hsd"] = res.posthoc["tukey"].table
@@ -274,7 +313,12 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
         write_per_query(e.per_query_columns(), out / "splits" / sp)
         written += [out / "splits" / sp / "per_query.csv", out / "splits" / sp / "per_query.parquet"]
     for name, df in rep.tables.items():
-        written += write_table(df, out / "tables", name, rep.captions.get(name))
+        written += write_table(df, out / "tables", name, rep.captions.get(name),
+                               tex=rep.latex.get(name) or paper_latex(name, df, rep.captions.get(name)))
+    for name, tex in rep.latex.items():
+        if name not in rep.tables:
+            (out / "tables" / f"{name}.tex").write_text(tex)
+            written.append(out / "tables" / f"{name}.tex")
     if formats:
         written += write_figures(rep.figures, out / "figures", formats, style)
     return written

@@ -1,84 +1,195 @@
-"""Figures to PDF / SVG / PNG bytes through kaleido (which drives Debian's chromium).
+"""Figures to PDF / SVG / PNG bytes: the one export path of the ``report`` command, the
+dashboard's buttons and its export-all archive.
 
-Every export goes through one lock, so concurrent callers (dashboard sessions) never interleave
-on the shared kaleido/chromium process and never receive each other's images.
+The page is exactly the style's width (CSS pixels at 96 per inch, which Chromium prints at
+72 pt per inch), the height follows the figure kind's aspect ratio, fonts are set in points,
+and PNGs are rendered at the style's dpi. One Chromium (driven by kaleido) stays open for the
+whole process: launching it costs seconds, a figure on an open one well under a second. Every
+export goes through one lock, so concurrent callers (dashboard sessions) never interleave on it.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import atexit
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
 
+from ..errors import InputError
+from ..figures.style import export_layout
+
 FORMATS = ("pdf", "svg", "png")
+PX_PER_IN = 96  # CSS pixels per inch; Chromium prints 96 px as 1 in (72 pt)
+PRESET_WIDTHS = {"single": 3.5, "double": 7.2}
+INSTALL_COMMAND = "apt-get install -y chromium fonts-liberation"
+RENDER_TIMEOUT_S = 120.0
+MAX_BOX_POINTS = 300  # a box trace with more points is exported with its outliers only
 _LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class FigureStyle:
-    """Paper presets: width in inches (single column ~3.5, double ~7.2), font, line width."""
+    """Paper presets: width in inches (single column 3.5, double column 7.2, or any), font
+    family and size in points, line width, PNG resolution. ``height_in`` None: the height
+    follows the figure kind's aspect ratio (set by its builder)."""
 
     width_in: float = 7.2
-    height_in: float = 4.2
     font_family: str = "Liberation Sans, Arial, sans-serif"
-    font_size: int = 10
+    font_size: float = 9.0
     line_width: float = 1.5
-    png_scale: float = 3.0
+    dpi: int = 300
+    height_in: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (1.0 <= self.width_in <= 20.0):
+            raise InputError("figure style", f"width {self.width_in} in is outside 1-20 in.",
+                             "use a column width such as 3.5 (single) or 7.2 (double).")
+        if not (4.0 <= self.font_size <= 30.0):
+            raise InputError("figure style", f"font size {self.font_size} pt is outside 4-30 pt.",
+                             "use 7-10 pt for a paper.")
+        if not (50 <= self.dpi <= 1200):
+            raise InputError("figure style", f"{self.dpi} dpi is outside 50-1200.", "use 300 (the default).")
 
     @classmethod
-    def preset(cls, name: str) -> FigureStyle:
-        presets = {"single": cls(width_in=3.5, height_in=2.6, font_size=8),
-                   "double": cls(width_in=7.2, height_in=4.2, font_size=10)}
-        if name not in presets:
-            raise ValueError(f"unknown style preset {name!r}; use one of {sorted(presets)}")
-        return presets[name]
+    def preset(cls, name: str, width_in: float | None = None, **kw) -> FigureStyle:
+        """``single`` (3.5 in), ``double`` (7.2 in) or ``custom`` (``width_in``)."""
+        if name == "custom":
+            if width_in is None:
+                raise ValueError("the custom preset needs width_in")
+            return cls(width_in=float(width_in), **kw)
+        if name not in PRESET_WIDTHS:
+            raise ValueError(f"unknown style preset {name!r}; use one of {sorted(PRESET_WIDTHS)} or custom")
+        return cls(width_in=PRESET_WIDTHS[name], **({"font_size": 8.0} if name == "single" else {}) | kw)
+
+
+def chromium_path() -> str | None:
+    """The Chromium kaleido will drive, or None. ``BROWSER_PATH`` (kaleido's own override)
+    wins; otherwise the PATH and the usual install locations, as kaleido searches them."""
+    from choreographer.browsers.chromium import Chromium
+
+    path = os.environ.get("BROWSER_PATH") or Chromium.find_browser(skip_local=False)
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def require_chromium() -> None:
+    """Raise :class:`InputError` with the install command when no Chromium can be found."""
+    if chromium_path() is None:
+        raise InputError("figure export", "needs Chromium, which is not installed (or BROWSER_PATH points nowhere).",
+                         f"install it with `{INSTALL_COMMAND}` (as root), or export no figures "
+                         "(report --format '').")
 
 
 def styled(fig: go.Figure, style: FigureStyle) -> go.Figure:
-    """A copy of ``fig`` sized in CSS pixels (96 per inch) with the style's font and lines."""
-    f = go.Figure(copy.deepcopy(fig.to_dict()))
-    height_in = style.height_in
-    meta = f.layout.meta if isinstance(f.layout.meta, dict) else {}
-    if "rows" in meta:  # one labelled row per category (interval plots): keep every label legible
-        height_in = max(height_in, 1.2 + meta["rows"] * style.font_size * 1.9 / 72)
-    f.update_layout(width=round(style.width_in * 96), height=round(height_in * 96),
-                    font=dict(family=style.font_family, size=style.font_size))
-    for tr in f.data:
-        if getattr(tr, "line", None) is not None and tr.type == "scatter" and tr.fill is None:
-            tr.line.width = style.line_width
+    """A copy of ``fig`` laid out for the page: the style's width, fonts in points, legend and
+    title clear of each other and of the data, height from the figure's aspect ratio."""
+    f = go.Figure(fig.to_dict(), _validate=False)  # to_dict copies; validating again costs 0.1 s a figure
+    for tr, orig in zip(f.data, fig.data, strict=True):
+        if tr.type == "box" and tr.boxpoints == "all" and orig.y is not None and len(orig.y) > MAX_BOX_POINTS:
+            tr.boxpoints = "outliers"  # thousands of jittered points: a blot at column width, seconds to render
+        if tr.type == "scatter" and tr.fill is None and tr.line is not None and tr.line.width != 0:
+            tr.line.width = style.line_width * (tr.line.width or 2) / 2
+    export_layout(f, width_px=style.width_in * PX_PER_IN, font_family=style.font_family,
+                  font_px=style.font_size * PX_PER_IN / 72,
+                  height_px=None if style.height_in is None else style.height_in * PX_PER_IN)
     return f
 
 
-def figure_bytes(fig: go.Figure, fmt: str, style: FigureStyle | None = None) -> bytes:
-    """The figure as ``pdf`` (vector, real text), ``svg`` or ``png`` bytes."""
-    import plotly.io as pio
+class _Renderer:
+    """One kaleido (one headless Chromium) on its own event-loop thread, opened on first use
+    and reopened after a failure; callers hold ``_LOCK``."""
 
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._kaleido = None
+
+    def _open(self) -> None:
+        import kaleido
+
+        require_chromium()
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, name="kaleido", daemon=True).start()
+        # mathjax False: figures have no LaTeX, and MathJax would be fetched from the network
+        k = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False)
+        try:
+            asyncio.run_coroutine_threadsafe(k.open(), loop).result(timeout=RENDER_TIMEOUT_S)
+        except BaseException:
+            loop.call_soon_threadsafe(loop.stop)
+            raise
+        self._loop, self._kaleido = loop, k
+
+    def close(self) -> None:
+        loop, k = self._loop, self._kaleido
+        self._loop = self._kaleido = None
+        if loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(k.close(), loop).result(timeout=30)
+        except Exception:  # noqa: BLE001 - closing a browser that already died
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+
+    def render(self, fig: dict, opts: dict) -> bytes:
+        if self._kaleido is None:
+            self._open()
+        try:
+            return asyncio.run_coroutine_threadsafe(self._kaleido.calc_fig(fig, opts=opts),
+                                                    self._loop).result(timeout=RENDER_TIMEOUT_S)
+        except BaseException:
+            self.close()  # a fresh browser for the next call
+            raise
+
+
+_RENDERER = _Renderer()
+atexit.register(lambda: _RENDERER.close())
+
+
+def _opts(f: go.Figure, fmt: str, style: FigureStyle) -> dict:
+    w, h = f.layout.width, f.layout.height
+    # PNG: scale so the pixel width is width_in x dpi exactly; vector formats at scale 1 so the
+    # page is width_in wide
+    scale = round(style.width_in * style.dpi) / w if fmt == "png" else 1
+    return {"format": fmt, "width": w, "height": h, "scale": scale}
+
+
+def figure_bytes(fig: go.Figure, fmt: str, style: FigureStyle | None = None) -> bytes:
+    """The figure as ``pdf`` (vector, embedded fonts), ``svg`` or ``png`` bytes."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
     style = style or FigureStyle()
     f = styled(fig, style)
     with _LOCK:
-        return pio.to_image(f, format=fmt, scale=style.png_scale if fmt == "png" else 1)
+        data = _RENDERER.render(f.to_plotly_json(), _opts(f, fmt, style))
+    return _svg_in_inches(data, f) if fmt == "svg" else data
+
+
+def _svg_in_inches(data: bytes, f: go.Figure) -> bytes:
+    """The root element's size in inches (the viewBox keeps the CSS pixels), so programs that
+    read SVG place it at its physical size whatever pixel density they assume."""
+    import re
+
+    text = data.decode()
+    head, sep, rest = text.partition(">")
+    w, h = f.layout.width / PX_PER_IN, f.layout.height / PX_PER_IN
+    head = re.sub(r'\bwidth="[^"]*"', f'width="{w:.4f}in"', head, count=1)
+    head = re.sub(r'\bheight="[^"]*"', f'height="{h:.4f}in"', head, count=1)
+    return (head + sep + rest).encode()
 
 
 def write_figures(figs: dict[str, go.Figure], out: Path, formats: tuple[str, ...],
                   style: FigureStyle | None = None) -> list[Path]:
-    """Write ``out/<name>.<fmt>`` for every figure and format in one kaleido session."""
-    import plotly.io as pio
-
-    style = style or FigureStyle()
+    """Write ``out/<name>.<fmt>`` for every figure and format."""
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ValueError(f"format must be one of {FORMATS}, not {bad}")
     out.mkdir(parents=True, exist_ok=True)
-    items, paths = [], []
+    paths = []
     for name, fig in figs.items():
-        f = styled(fig, style)
         for fmt in formats:
-            if fmt not in FORMATS:
-                raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
-            items.append(f)
-            paths.append(out / f"{name}.{fmt}")
-    with _LOCK:
-        pio.write_images(items, paths, scale=style.png_scale)
+            p = out / f"{name}.{fmt}"
+            p.write_bytes(figure_bytes(fig, fmt, style))
+            paths.append(p)
     return paths

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
+
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
@@ -46,52 +48,143 @@ def json_text(obj) -> str:
     return json.dumps(_json_safe(obj), indent=2) + "\n"
 
 
+# Unicode the figures and pages use, as LaTeX that pdflatex compiles without extra packages
+_TEX_UNICODE = {"−": "--", "–": "--", "—": "---", "ρ": r"$\rho$", "α": r"$\alpha$", "×": r"$\times$",
+                "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$", "·": r"$\cdot$", "…": r"\ldots{}", "≈": r"$\approx$",
+                "→": r"$\to$", "σ": r"$\sigma$", "μ": r"$\mu$", "Δ": r"$\Delta$", "χ": r"$\chi$", "²": r"$^2$"}
+
+# a plain two-column article (10 pt): column and text width, inter-column padding, in pt
+COLUMN_PT, TEXT_PT = 229.5, 469.0
+MAX_ROWS = 40  # longer tables: the first rows here, every row in the CSV twin
+
+
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text)).replace("−", "--")
+    """``text`` for LaTeX: special characters escaped, known Unicode symbols as LaTeX, other
+    non-ASCII letters without their accents (pdflatex rejects characters it has no glyph for)."""
+    import unicodedata
+
+    out = []
+    for ch in str(text):
+        if ch in _TEX_SPECIAL:
+            out.append(_TEX_SPECIAL[ch])
+        elif ch in _TEX_UNICODE:
+            out.append(_TEX_UNICODE[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:
+            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
+    return "".join(out)
 
 
-def _cell(v) -> str:
+def _cell(v, p_value: bool = False) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     if isinstance(v, (float, np.floating)):
-        v = float(v)
-        if math.isnan(v):
-            return "--"
-        if math.isinf(v):
-            return r"$\infty$" if v > 0 else r"$-\infty$"
-        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
-            mant, exp = f"{v:.2e}".split("e")
+        if p_value:
+            return format_p_tex(v)
+        text = format_value(v)
+        if text in ("inf", "-inf"):
+            return r"$\infty$" if text == "inf" else r"$-\infty$"
+        if "e" in text:
+            mant, exp = text.split("e")
             return rf"${mant}\times10^{{{int(exp)}}}$"
-        return f"{v:.4f}"
+        return text
     return tex_escape(v)
 
 
-def to_latex(df, caption: str | None = None, label: str | None = None) -> str:
-    """A booktabs ``table`` environment: numbers right-aligned (4 decimals, scientific notation
-    for very small or large values), text left-aligned, every special character escaped."""
-    cols = list(df.columns)
+class TexCell(str):
+    """Text already written in LaTeX (a caption with math): not escaped."""
+
+
+def _width_pt(tex: str, size_pt: float) -> float:
+    """A generous estimate of the printed width of a cell (digits and lower case ~0.5 em, upper
+    case ~0.72 em), LaTeX markup removed."""
+    import re
+
+    t = re.sub(r"\\(times|pm|le|ge|cdot|infty|rho|alpha|approx|to|dagger)", "x", tex)
+    t = re.sub(r"\\text(bf|asciitilde|asciicircum|backslash)|\\(scriptsize|footnotesize|small|ldots)", "", t)
+    t = re.sub(r"[\\${}^]", "", t)
+    t = re.sub(r"--+", "-", t)
+    em = size_pt
+    return sum(0.8 * em if c.isupper() or c in "@%&mw" else (0.3 * em if c in " .,:;|il" else 0.53 * em)
+               for c in t)
+
+
+def _layout(header: list[str], rows: list[list[str]]) -> tuple[list[float], str, float, bool]:
+    """Font size command, column padding, each column's width in pt, and whether the table
+    needs both columns: one column at \\small, else at \\footnotesize, else the text width."""
+    options = [(r"\small", 9.0, 6.0), (r"\footnotesize", 8.0, 3.0)]
+    measured = [([max(_width_pt(c, size_pt) for c in col) + 2 * sep for col in zip(header, *rows, strict=True)],
+                 size, sep) for size, size_pt, sep in options]
+    for limit, star in ((COLUMN_PT, False), (TEXT_PT, True)):
+        for widths, size, sep in measured:
+            if 1.03 * sum(widths) <= limit:  # 3% for what the estimate misses
+                return widths, size, sep, star
+    widths, size, sep = measured[-1]
+    return widths, size, sep, True
+
+
+def to_latex(df, caption: str | None = None, label: str | None = None, headers: dict | None = None,
+             max_rows: int = MAX_ROWS, note: str | None = None, keys: int = 1, raw: tuple[str, ...] = ()) -> str:
+    """A booktabs table that fits a two-column page: ``table`` when it fits the column,
+    ``table*`` when it fits the text width, else its columns in several tabulars (the first
+    ``keys`` columns repeated in each). Numbers right-aligned (4 decimals, p-values by
+    :func:`~analysis_core.export.number_format.format_p_tex`), text left-aligned, every special
+    character escaped except in the ``raw`` columns (cells already in LaTeX: bold, marks, a value
+    with its half-width); past ``max_rows`` rows, the first ones and a note that the CSV has all."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-    align = "".join("r" if is_numeric_dtype(df[c]) and not is_bool_dtype(df[c]) else "l" for c in cols)
-    lines = [r"\begin{table}[htbp]", r"\centering", r"\small"]
+    cols = list(df.columns)
+    headers = headers or {}
+    header = [tex_escape(headers.get(c, c)) for c in cols]
+    align = ["r" if c in raw or (is_numeric_dtype(df[c]) and not is_bool_dtype(df[c])) else "l" for c in cols]
+    p_cols = [is_p_column(c) for c in cols]
+    shown = df.iloc[:max_rows] if max_rows and len(df) > max_rows else df
+    is_raw = [c in raw for c in cols]
+    rows = [[str(v) if r else _cell(v, p) for v, p, r in zip(row, p_cols, is_raw, strict=True)]
+            for row in shown.itertuples(index=False)]
+    notes = [note] if note else []
+    if len(shown) < len(df):
+        notes.append(f"First {len(shown)} of {len(df)} rows; the CSV file holds every row.")
+    widths, size, sep, star = _layout(header, rows)
+    # column groups that fit the text width, the key columns repeated in each
+    key_cols = list(range(min(keys, len(cols))))
+    groups, current = [], list(key_cols)
+    for j in range(len(key_cols), len(cols)):
+        if len(current) > len(key_cols) and sum(widths[i] for i in current) + widths[j] > TEXT_PT:
+            groups.append(current)
+            current = list(key_cols)
+        current.append(j)
+    groups.append(current)
+    star = "*" if star else ""
+    lines = [rf"\begin{{table{star}}}[htbp]", r"\centering", size]
+    if sep != 6.0:
+        lines.append(rf"\setlength{{\tabcolsep}}{{{sep:g}pt}}")
     if caption:
-        lines.append(rf"\caption{{{tex_escape(caption)}}}")
+        lines.append(rf"\caption{{{caption if isinstance(caption, TexCell) else tex_escape(caption)}}}")
     if label:
         lines.append(rf"\label{{{label}}}")
-    lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(tex_escape(c) for c in cols) + r" \\",
-              r"\midrule"]
-    for row in df.itertuples(index=False):
-        lines.append(" & ".join(_cell(v) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    for g, idx in enumerate(groups):
+        if g:
+            lines.append(r"\par\medskip")
+        lines += [rf"\begin{{tabular}}{{{''.join(align[i] for i in idx)}}}", r"\toprule",
+                  " & ".join(header[i] for i in idx) + r" \\", r"\midrule"]
+        lines += [" & ".join(r[i] for i in idx) + r" \\" for r in rows]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+    if notes:
+        lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
+    lines += [rf"\end{{table{star}}}", ""]
     return "\n".join(lines)
 
 
-def write_table(df, out: Path, name: str, caption: str | None = None) -> list[Path]:
-    """``out/<name>.csv`` and its LaTeX twin ``out/<name>.tex``."""
+def write_table(df, out: Path, name: str, caption: str | None = None, tex: str | None = None) -> list[Path]:
+    """``out/<name>.csv`` (every row, full floats, p-values floored) and its LaTeX twin
+    ``out/<name>.tex`` (``tex`` if given: a compact version for the page)."""
     out.mkdir(parents=True, exist_ok=True)
-    csv, tex = out / f"{name}.csv", out / f"{name}.tex"
-    df.to_csv(csv, index=False)
-    tex.write_text(to_latex(df, caption=caption, label=f"tab:{name.replace('_', '-')}"))
-    return [csv, tex]
+    csv, tex_path = out / f"{name}.csv", out / f"{name}.tex"
+    floor_p_columns(df).to_csv(csv, index=False)
+    label = f"tab:{name.replace('_', '-')}"
+    tex_path.write_text(tex if tex is not None else to_latex(df, caption=caption, label=label))
+    return [csv, tex_path]

@@ -1,8 +1,26 @@
-"""Shared look: the Okabe-Ito colour-blind-safe palette and a clean paper layout."""
+"""Shared look: the Okabe-Ito colour-blind-safe palette, a clean screen layout, and the page
+layout of an exported figure (sizes in points, legend and title clear of each other).
+
+Beyond the palette's 8 colours, series 9-16 reuse the colours dashed with open markers, 17-24
+dotted with crosses, and so on (:func:`series_look`): every series stays distinguishable.
+"""
 
 from __future__ import annotations
 
+import math
+import textwrap
+
+import plotly.graph_objects as go
+
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+DASHES = ["solid", "dash", "dot", "dashdot"]
+SYMBOLS = ["circle", "square-open", "x", "diamond-open"]
+PATTERNS = ["", "/", ".", "x"]  # bar fill patterns, the bars' counterpart of the dashes
+METRIC_LABELS = {"recall_at_1": "R@1", "grouped_recall_at_1": "Grouped R@1", "map_at_r": "MAP@R", "map": "mAP",
+                 "jsd": "JSD", "mean_pos_similarity": "mean pos. sim.", "r_precision": "R-Prec.",
+                 "precision_at_1": "P@1", "mrr": "MRR"}
+DEFAULT_ASPECT = 0.62  # plot-area height / width when a figure kind sets none
+_SYMBOL_PX = 40  # a legend entry's symbol and gap, in plotly
 
 
 def rgba(hex_colour: str, alpha: float) -> str:
@@ -11,12 +29,91 @@ def rgba(hex_colour: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12) -> dict:
+def series_look(i: int) -> tuple[str, str, str, str]:
+    """(colour, line dash, marker symbol, bar pattern) of the ``i``-th series: the 8 Okabe-Ito
+    colours, then the same colours with the next dash / marker / pattern."""
+    cycle = (i // len(PALETTE)) % len(DASHES)
+    return PALETTE[i % len(PALETTE)], DASHES[cycle], SYMBOLS[cycle], PATTERNS[cycle]
+
+
+def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12,
+                aspect: float = DEFAULT_ASPECT, rows: int | None = None) -> dict:
+    """The screen layout; ``aspect`` (plot-area height / width) and ``rows`` (one labelled row
+    per category) tell the export how tall the figure kind is (:func:`export_layout`)."""
     return dict(
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
         template="simple_white",
         font=dict(family=font_family, size=font_size),
         colorway=PALETTE,
         margin=dict(l=60, r=20, t=50, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        # on screen the legend sits right of the plot (room enough, never over the title)
+        legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.02),
+        meta={"aspect": aspect, **({"rows": rows} if rows else {})},
     )
+
+
+def _legend_entries(fig: go.Figure) -> list[str]:
+    if fig.layout.showlegend is False:
+        return []
+    return [str(t.name) for t in fig.data if t.showlegend is not False and t.name]
+
+
+def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: float,
+                  height_px: float | None = None) -> None:
+    """Lay ``fig`` out in place for a page ``width_px`` CSS pixels wide: fonts of ``font_px``,
+    the title wrapped to the width at the top, the legend in rows of equal columns between
+    title and plot (so it never covers either), the plot area of the figure kind's aspect."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    title_px = font_px * 1.15
+    line = 1.3
+    left, right, bottom, pad = 4.0 * font_px, 1.0 * font_px, 3.2 * font_px, 0.5 * font_px
+    plot_w = width_px - left - right
+    # axis titles wrapped to the plot's width (a long one would run off the page)
+    if fig.layout.xaxis.title.text:
+        # long category labels on the y axis narrow the plot: wrap at 70% of the estimate
+        lines = textwrap.wrap(fig.layout.xaxis.title.text, max(10, int(0.7 * plot_w / (0.5 * font_px))))
+        fig.layout.xaxis.title.text = "<br>".join(lines)
+        bottom += (len(lines) - 1) * font_px * line
+
+    text = fig.layout.title.text or ""
+    per_line = max(10, int((width_px - 2 * pad) / (0.5 * title_px)))
+    title_lines = textwrap.wrap(text, per_line) if text else []
+    title_h = len(title_lines) * title_px * line + (pad if title_lines else 0)
+
+    entries = _legend_entries(fig)
+    show_legend = len(entries) >= 2
+    legend_h, legend = 0.0, {}
+    if show_legend:
+        # columns of equal width, each wide enough for the longest name (symbol 40 px + text);
+        # plotly wraps a legend inside the page at the plot area's width, which long tick
+        # labels may narrow: 75% of it leaves room
+        usable = 0.75 * plot_w
+        text_px = 0.52 * font_px * max(len(e) for e in entries) + 0.5 * font_px
+        cols = max(1, min(len(entries), int(usable // (text_px + _SYMBOL_PX))))
+        n_rows = math.ceil(len(entries) / cols)
+        legend_h = n_rows * font_px * 1.6 + pad
+        legend = dict(orientation="h", xref="container", x=pad / width_px, xanchor="left", yref="container",
+                      yanchor="top", entrywidthmode="pixels", entrywidth=usable / cols - _SYMBOL_PX - 1,
+                      font=dict(size=font_px), tracegroupgap=0, itemwidth=30, bgcolor="rgba(0,0,0,0)",
+                      title=dict(text=""))  # a legend title would take a column the estimate has not
+    top = pad + title_h + legend_h + 0.6 * font_px  # the top tick label pokes half a line up
+
+    if height_px is None:
+        rows = meta.get("rows")
+        plot_h = rows * font_px * 1.9 if rows else plot_w * float(meta.get("aspect", DEFAULT_ASPECT))
+        height_px = top + max(plot_h, 4 * font_px) + bottom
+    if show_legend:
+        legend["y"] = 1 - (pad + title_h) / height_px
+    fig.update_layout(
+        width=width_px, height=height_px, autosize=False,
+        font=dict(family=font_family, size=font_px),
+        title=dict(text="<br>".join(title_lines), font=dict(size=title_px), xref="container", x=0.0,
+                   xanchor="left", yref="container", yanchor="top",
+                   # plotly anchors a multi-line title by its first line
+                   y=1 - (pad + (len(title_lines) - 1) * title_px * line) / height_px,
+                   pad=dict(l=pad, t=0, b=0, r=0)),
+        margin=dict(l=left, r=right, t=top, b=bottom, pad=0, autoexpand=True),
+        showlegend=show_legend, legend=legend,
+    )
+    fig.update_xaxes(automargin=True, title_font=dict(size=font_px), tickfont=dict(size=font_px), title_standoff=4)
+    fig.update_yaxes(automargin=True, title_font=dict(size=font_px), tickfont=dict(size=font_px), title_standoff=4)

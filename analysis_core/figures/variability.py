@@ -6,14 +6,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..export.number_format import format_p
 from ..stats.bands import ALL
 from ..stats.posthoc import PostHocResult
-from .style import PALETTE, base_layout, rgba
+from .style import PALETTE, base_layout, rgba, series_look
 
 
 def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
-                    split: str = ALL, title: str | None = None) -> go.Figure:
-    """Mean precision-recall curves with their confidence bands, one colour per (method, class)."""
+                    split: str = ALL, title: str | None = None, kind: str = "t") -> go.Figure:
+    """Mean precision-recall curves with their confidence bands, one colour per (method, class);
+    ``kind`` names the band in the title: ``t`` (pointwise) or ``bootstrap`` (simultaneous)."""
     b = bands
     if "split" in b.columns:
         b = b[b["split"] == split]
@@ -26,19 +28,21 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
             part = b[(b["method"] == m) & (b["class"] == c)].sort_values("recall")
             if part.empty:
                 continue
-            col = PALETTE[i % len(PALETTE)]
+            col, dash, symbol, _ = series_look(i)
             i += 1
             name = m if len(classes) == 1 else (c if len(methods) == 1 else f"{m} · {c}")
             fig.add_trace(go.Scatter(x=np.r_[part["recall"], part["recall"][::-1]],
                                      y=np.r_[part["high"], part["low"][::-1]], fill="toself", fillcolor=rgba(col, 0.18),
                                      line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name))
             fig.add_trace(go.Scatter(x=part["recall"], y=part["mean"], mode="lines+markers", name=name,
-                                     line=dict(color=col, width=2), marker=dict(size=4), legendgroup=name,
+                                     line=dict(color=col, width=2, dash=dash), marker=dict(size=4, symbol=symbol),
+                                     legendgroup=name,
                                      customdata=np.c_[part["low"], part["high"], part["n"]],
                                      hovertemplate="recall %{x:.2f}<br>precision %{y:.3f}"
                                                    "<br>band [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
                                                    "<br>n = %{customdata[2]}<extra>" + name + "</extra>"))
-    fig.update_layout(**base_layout(title or "Precision-recall: mean and pointwise confidence band"))
+    band = "simultaneous (bootstrap)" if kind == "bootstrap" else "pointwise t"
+    fig.update_layout(**base_layout(title or f"Precision-recall: mean and {band} confidence band", aspect=0.8))
     fig.update_xaxes(title="recall", range=[0, 1])
     fig.update_yaxes(title="precision", range=[0, 1.02])
     return fig
@@ -53,11 +57,12 @@ def ap_by_class_figure(ap: pd.DataFrame, title: str | None = None, max_classes: 
     df = df[df["label"].isin(shown)]
     fig = go.Figure()
     for i, (m, part) in enumerate(df.groupby("method", sort=False)):
-        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=str(m), marker_color=PALETTE[i % len(PALETTE)],
-                             boxpoints="all", jitter=0.4, pointpos=0, marker=dict(size=3, opacity=0.5),
+        col, _, symbol, _ = series_look(i)
+        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=str(m), marker_color=col,
+                             boxpoints="all", jitter=0.4, pointpos=0, marker=dict(size=3, opacity=0.5, symbol=symbol),
                              line=dict(width=1.2)))
     sub = f" ({len(shown)} of {len(order)} classes, lowest mean AP)" if len(order) > len(shown) else ""
-    fig.update_layout(**base_layout(title or f"Average precision by query class{sub}"), boxmode="group")
+    fig.update_layout(**base_layout(title or f"Average precision by query class{sub}", aspect=0.55), boxmode="group")
     fig.update_xaxes(title="class", categoryorder="array", categoryarray=shown, type="category")
     fig.update_yaxes(title="AP", range=[-0.02, 1.02])
     return fig
@@ -74,7 +79,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
                                               arrayminus=iv["mean"] - iv["low"], thickness=1.5, width=4),
                                  marker=dict(color=PALETTE[0], size=7), name="mean AP",
                                  hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-        fig.update_xaxes(title=f"mean AP with {100 * (1 - posthoc.alpha):g}% simultaneous interval (Tukey HSD)")
+        fig.update_xaxes(title=f"mean AP, {100 * (1 - posthoc.alpha):g}% simultaneous interval")
         fig.update_yaxes(type="category")
         default = "Tukey HSD: disjoint intervals differ significantly"
     else:
@@ -84,12 +89,11 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
                                               arrayminus=t["meandiff"] - t["lower"]),
                                  marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=7)))
         fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-        fig.update_xaxes(title=f"difference in mean AP, {100 * (1 - posthoc.alpha):g}% interval ({posthoc.method})")
+        fig.update_xaxes(title=f"difference in mean AP, {100 * (1 - posthoc.alpha):g}% interval")
         fig.update_yaxes(type="category")
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)
-    fig.update_layout(**base_layout(title or default), showlegend=False, height=max(360, 22 * rows + 140),
-                      meta={"rows": rows})
+    fig.update_layout(**base_layout(title or default, rows=rows), showlegend=False, height=max(360, 22 * rows + 140))
     fig.update_yaxes(dtick=1)
     return fig
 
@@ -97,7 +101,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
 def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
     t = paired.assign(pair=paired["method_a"] + " − " + paired["method_b"])
-    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (perm., Holm) = {p:.3g}"
+    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
              for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
     fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
                                error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],
@@ -105,8 +109,7 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
                                marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=8),
                                hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>"))
     fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-    fig.update_layout(**base_layout(title or "Paired per-query AP differences"), showlegend=False,
-                      meta={"rows": len(t)})
+    fig.update_layout(**base_layout(title or "Paired per-query AP differences", rows=len(t)), showlegend=False)
     fig.update_xaxes(title="mean AP difference (a − b) with interval")
     fig.update_yaxes(type="category")
     return fig

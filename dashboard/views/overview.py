@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis_core.report import build_report, write_report
 from dashboard import components
 from dashboard.views.common import alpha, current
 
@@ -73,17 +67,4 @@ if got is not None:
     st.subheader("Export everything")
     st.caption("Every table (CSV + LaTeX) and figure (PDF, SVG, PNG) of the `report` command for this dataset, "
                "with the export settings of the sidebar.")
-    zkey = ("zip", key, ev.similarity, ev.ks, alpha())
-    if st.button("Prepare the archive"):
-        with st.spinner("Computing every analysis and rendering figures…"):
-            rep = build_report(ev, alpha=alpha())
-            buf = io.BytesIO()
-            with tempfile.TemporaryDirectory() as tmp:
-                written = write_report(ev, rep, Path(tmp), ("pdf", "svg", "png"), components.export_style())
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-                    for p in written:
-                        z.write(p, p.relative_to(tmp))
-            st.session_state[str(zkey)] = buf.getvalue()
-    if str(zkey) in st.session_state:
-        st.download_button("Download all (ZIP)", st.session_state[str(zkey)], "retrieval_report.zip",
-                           "application/zip", on_click="ignore", type="primary")
+    components.report_archive(ev, key, alpha())

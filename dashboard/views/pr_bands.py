@@ -22,7 +22,7 @@ if got is not None:
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
     splits = sorted(b["split"].unique()) if "split" in b.columns else ["all"]
     split = st.selectbox("Split", splits) if len(splits) > 1 else "all"
-    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], split=split)
+    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], split=split, kind=kind)
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
     st.caption(f"{100 * (1 - alpha()):g}% {'pointwise' if kind == 't' else 'simultaneous'} band; n = queries "

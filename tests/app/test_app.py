@@ -3,6 +3,12 @@ numbers."""
 
 from __future__ import annotations
 
+import io
+import re
+import shutil
+import subprocess
+import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate, load_files
+from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -117,3 +124,33 @@ def test_compute_setting_and_query_sample_give_the_cores_numbers():
     table = at.dataframe[0].value
     assert {"n_queries", "of_queries"} <= set(table.columns)
     assert table.groupby("method")["n_queries"].sum().eq(300).all()
+
+
+@pytest.mark.skipif(chromium_path() is None or shutil.which("pdfinfo") is None,
+                    reason="Chromium or poppler-utils missing (make test installs them)")
+def test_export_all_archive_is_rebuilt_at_the_new_presets_size():
+    at = _open("digits")
+    sizes = {}
+    for preset in ("single", "double"):
+        at.radio(key="export_preset").set_value(preset).run()
+        next(b for b in at.button if b.label == "Prepare the archive").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        settings, data = at.session_state["_report_archive"]
+        with zipfile.ZipFile(io.BytesIO(data)) as z, tempfile.TemporaryDirectory() as tmp:
+            z.extractall(tmp)
+            pdfs = sorted(Path(tmp, "figures").glob("*.pdf"))
+            assert len(pdfs) >= 8 and len(list(Path(tmp, "figures").glob("*.png"))) == len(pdfs)
+            for p in pdfs:
+                out = subprocess.run(["pdfinfo", str(p)], capture_output=True, text=True, check=True).stdout
+                w = float(re.search(r"Page size:\s+([\d.]+) x", out).group(1)) / 72
+                assert abs(w - FigureStyle.preset(preset).width_in) <= 0.01, (preset, p.name, w)
+            sizes[preset] = data
+    assert sizes["single"] != sizes["double"]
+
+
+def test_without_chromium_the_download_buttons_give_way_to_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    for page in (None, "views/pr_bands.py"):
+        at = _open("digits", page)
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(INSTALL_COMMAND in i.value for i in at.info)

@@ -1,0 +1,252 @@
+"""The report's LaTeX tables for a paper: compact versions of the long and wide tables (their
+CSV twins keep every row and column), the main results table and the class x method table.
+
+Every table fits a two-column page (:func:`~analysis_core.export.tables.to_latex` picks
+``table`` or ``table*``); numbers are printed as everywhere (:mod:`number_format`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..figures.style import METRIC_LABELS
+from .number_format import format_value
+from .tables import TexCell, to_latex
+
+TOP_PAIRS = 20  # significant pairs shown in the compact post-hoc tables
+N_CLASSES = 5  # hardest and easiest classes in classes.tex
+HEADERS = {"method_a": "a", "method_b": "b", "mean_diff": "mean diff.", "p_permutation_holm": "p perm. (Holm)",
+           "p_wilcoxon_holm": "p Wilcoxon (Holm)", "n_classes": "C", "group_size": "S", "n_groups": "groups",
+           "recall_at_1": "R@1", "map_at_r": "MAP@R", "map": "mAP", "grouped_recall_at_1": "GR@1", "jsd": "JSD",
+           "meandiff": "diff.", "p_adj": "p (adj.)", "spearman": "Spearman", "spearman_p": "p",
+           "oracle_auc": "oracle AUC", "auc": "AUC", "n_pairs": "pairs", "mean_sim": "mean sim.", "sd_sim": "sd",
+           "group1": "group 1", "group2": "group 2", "reject": "sig.", "mean": "mean", "p_value": "p"}
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{format_value(lo)}, {format_value(hi)}]"
+
+
+def _pm(v: float, half: float | None, size: str = "") -> str:
+    """LaTeX: the value and its half-width (a raw cell)."""
+    if half is None or not math.isfinite(half):
+        return format_value(v)
+    return f"{format_value(v)}{{{size}$\\pm${format_value(half)}}}"
+
+
+def _posthoc(df: pd.DataFrame, caption: str, label: str) -> str:
+    sig = df[df["reject"].astype(bool)].assign(size=lambda d: d["meandiff"].abs())
+    top = sig.sort_values("size", ascending=False).head(TOP_PAIRS)
+    note = (f"{len(sig)} of {len(df)} pairs differ significantly; the {len(top)} largest differences are shown, "
+            "every pair is in the CSV file.")
+    cols = ["group1", "group2", "meandiff", "lower", "upper", "p_adj"]
+    return to_latex(label=label, df=top[cols], caption=caption, headers=HEADERS, note=note, max_rows=0)
+
+
+def _pr_band(df: pd.DataFrame, caption: str, label: str) -> str:
+    b = df
+    if "split" in b.columns:
+        b = b[b["split"] == "all"]
+    b = b[b["class"] == "all"]
+    wide = pd.DataFrame({"recall": sorted(b["recall"].unique())})
+    for m, part in b.groupby("method", sort=False):
+        part = part.set_index("recall").reindex(wide["recall"])
+        wide[m] = [_pm(v, (hi - lo) / 2, r"\scriptsize") for v, lo, hi in
+                   zip(part["mean"], part["low"], part["high"], strict=True)]
+    return to_latex(wide, caption=caption + " All queries; per class in the CSV file.", label=label, headers=HEADERS,
+                    raw=tuple(wide.columns[1:]))
+
+
+def _erc(df: pd.DataFrame, caption: str, label: str) -> str:
+    s = df.groupby("method", sort=False)[["auc", "oracle_auc", "spearman", "spearman_p"]].first().reset_index()
+    cap = ("Error-vs-reject: area under the curve, its oracle, and the Spearman correlation of confidence with AP "
+           "(the curves are in the CSV file).")
+    return to_latex(s, caption=cap, label=label, headers=HEADERS)
+
+
+def _histograms(df: pd.DataFrame, caption: str, label: str) -> str:
+    centre = 0.5 * (df["bin_left"] + df["bin_right"])
+    d = df.assign(_c=centre, _cc=centre * df["count"], _c2=centre ** 2 * df["count"])
+    g = d.groupby(["method", "split", "kind"], sort=False)
+    s = g.agg(n_pairs=("count", "sum"), _s=("_cc", "sum"), _s2=("_c2", "sum")).reset_index()
+    s["mean_sim"] = s["_s"] / s["n_pairs"]
+    s["sd_sim"] = np.sqrt(np.maximum(s["_s2"] / s["n_pairs"] - s["mean_sim"] ** 2, 0))
+    s = s[["method", "split", "kind", "n_pairs", "mean_sim", "sd_sim"]]
+    cap = ("Positive and negative pair similarities: pairs, mean and sd from the binned histograms (the bins are in "
+           "the CSV file).")
+    return to_latex(s, caption=cap, label=label, headers=HEADERS)
+
+
+def _class_sweep(df: pd.DataFrame, caption: str, label: str) -> str:
+    metrics = [m for m in ("recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd") if m in df.columns]
+    s = df.groupby(["method", "n_classes"], sort=False)[metrics].mean().reset_index()
+    return to_latex(label=label, df=s, caption=caption + " Mean over repeats.", headers=HEADERS)
+
+
+def _generalization(df: pd.DataFrame, caption: str, label: str) -> str:
+    gap = [c for c in df.columns if c.startswith("gap_") and not c.endswith(("_ci_low", "_ci_high"))]
+    splits = [c for c in df.columns if c not in ("method", "metric") and not c.startswith("gap_")]
+    out = df[["method"]].assign(metric=[METRIC_LABELS.get(m, m) for m in df["metric"]])
+    for s in splits:
+        out[s] = df[s].to_numpy()
+    headers = dict(HEADERS)
+    for g in gap:
+        lo, hi = df.get(f"{g}_ci_low"), df.get(f"{g}_ci_high")
+        halves = (hi - lo) / 2 if lo is not None and hi is not None else [None] * len(df)
+        out[g] = [_pm(v, h, r"\scriptsize") for v, h in zip(df[g], halves, strict=True)]
+        headers[g] = g.removeprefix("gap_").replace("_minus_", " - ")
+    return to_latex(out, caption=caption, label=label, headers=headers, keys=2, raw=tuple(gap))
+
+
+def _paired(df: pd.DataFrame, caption: str, label: str) -> str:
+    out = df[["method_a", "method_b", "mean_diff"]].copy()
+    out["interval"] = [_interval(lo, hi) for lo, hi in zip(df["ci_low"], df["ci_high"], strict=True)]
+    out["p_permutation_holm"] = df["p_permutation_holm"]
+    out["p_wilcoxon_holm"] = df["p_wilcoxon_holm"]
+    out["W/T/L"] = [f"{w}/{t}/{loss}" for w, t, loss in zip(df["wins"], df["ties"], df["losses"], strict=True)]
+    return to_latex(out, caption=caption + " W/T/L: queries where a beats, ties, loses to b.", label=label,
+                    headers=HEADERS, keys=2)
+
+
+def _grouped(df: pd.DataFrame, caption: str, label: str) -> str:
+    out = df[["method", "group_size", "k", "mean"]].copy()
+    out["interval"] = [_interval(lo, hi) for lo, hi in zip(df["ci_low"], df["ci_high"], strict=True)]
+    out["n_groups"] = df["n_groups"]
+    return to_latex(label=label, df=out, caption=caption, headers=HEADERS)
+
+
+def classes_latex(classes: pd.DataFrame, n: int = N_CLASSES, caption: str | None = None) -> str:
+    """Class x method mean AP for the ``n`` hardest and ``n`` easiest classes (by mean AP over
+    methods) from the report's per-class table (``method, label, mean_ap``)."""
+    wide = classes.pivot_table(index="label", columns="method", values="mean_ap", aggfunc="first")
+    wide = wide[list(dict.fromkeys(classes["method"]))]
+    order = wide.mean(axis=1).sort_values().index
+    hard, easy = list(order[:n]), [c for c in order[-n:] if c not in order[:n]]
+    rows = pd.concat([wide.loc[hard].assign(_g="hardest"), wide.loc[easy].assign(_g="easiest")])
+    out = pd.DataFrame({"class": [f"{lab} ({g})" for lab, g in zip(rows.index, rows["_g"], strict=True)]})
+    for m in wide.columns:
+        out[m] = rows[m].to_numpy()
+    cap = caption or (f"Mean AP per class and method: the {len(hard)} hardest and {len(easy)} easiest of "
+                      f"{len(order)} classes (lowest and highest mean AP over methods); every class in "
+                      "classes.csv.")
+    return to_latex(out, caption=cap, label="tab:classes")
+
+
+COMPACT: dict[str, Callable[[pd.DataFrame, str], str]] = {
+    "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
+    "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
+    "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df),
+}
+
+
+def paper_latex(name: str, df: pd.DataFrame, caption: str | None) -> str:
+    """The LaTeX of report table ``name``: its compact version where it has one, else the table."""
+    label = f"tab:{name.replace('_', '-')}"
+    if name in COMPACT:
+        return COMPACT[name](df, caption or "", label)
+    return to_latex(df, caption=caption, label=label)
+
+
+# ---- the main results table -------------------------------------------------------------------
+
+HEADLINE = ("map", "map_at_r", "r_precision", "precision_at_1", "recall_at_k", "jsd")
+LOWER_IS_BETTER: set[str] = set()  # every headline metric is better when higher (JSD: better separated)
+
+# significance_hook(split, metric, best, runner_up) -> True (the best differs significantly from
+# the runner-up by the paired test of that metric), False (it does not), None (no test for it).
+SignificanceHook = Callable[[str, str, str, str], "bool | None"]
+
+
+def _t_half(values: np.ndarray, alpha: float) -> float:
+    from scipy import stats
+
+    v = values[np.isfinite(values)]
+    if v.size < 2:
+        return math.nan
+    return float(stats.t.ppf(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None) -> pd.DataFrame:
+    """One row per (split, method): each headline metric and the half-width of its 1 - alpha
+    interval (the query sample's interval when there is one, else Student t over the queries;
+    JSD is a property of all pairs: no interval). ``evals``: split name -> Evaluation."""
+    rows = []
+    for split, ev in evals.items():
+        s = ev.summary()["methods"]
+        ks = [int(k) for k in next(iter(s.values()))["recall_at_k"]]
+        k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
+        for m in ev.methods:
+            v, pq = s[m], ev.per_query(m)
+            pq = pq[pq["n_positives"] > 0] if "n_positives" in pq.columns else pq
+            iv = v.get("intervals") or {}
+            row = {"split": split, "method": m}
+            for metric, value, col in (("map", v["map"]["expected"], "ap"), ("map_at_r", v["map_at_r"], "map_at_r"),
+                                       ("r_precision", v["r_precision"], "r_precision"),
+                                       ("precision_at_1", v["precision_at_1"], "precision_at_1"),
+                                       (f"recall_at_{k}", v["recall_at_k"][str(k)], f"recall_at_{k}"),
+                                       ("jsd", v["jsd"], None)):
+                row[metric] = value
+                if metric in iv:
+                    half = (iv[metric]["high"] - iv[metric]["low"]) / 2
+                elif col is not None and col in pq.columns:
+                    half = _t_half(pq[col].to_numpy(float), alpha)
+                else:
+                    half = math.nan
+                row[f"{metric}_half_width"] = half
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | None = None,
+                  single_column: bool = False) -> str:
+    """The main results table: methods (x split) by headline metric, value +- half-width, the
+    best per column (per split) in bold (ties: all bold), a dagger where the best differs
+    significantly from the runner-up (``hook``). ``single_column``: the narrower variant (no
+    half-widths, no MAP@R / R-Precision) for one column."""
+    metrics = [c for c in frame.columns if c not in ("split", "method") and not c.endswith("_half_width")]
+    if single_column:
+        metrics = [m for m in metrics if m not in ("map_at_r", "r_precision")]
+    splits = list(dict.fromkeys(frame["split"]))
+    out_rows, marked = [], False
+    for split in splits:
+        part = frame[frame["split"] == split]
+        best = {}
+        for m in metrics if len(part) > 1 else ():  # one method: nothing to be best among
+            vals = part[m].to_numpy(float)
+            if np.isfinite(vals).any():
+                target = np.nanmin(vals) if m in LOWER_IS_BETTER else np.nanmax(vals)
+                best[m] = set(part["method"][np.isclose(vals, target, rtol=0, atol=5e-5)])
+        for _, r in part.iterrows():
+            row = ({"split": split} if len(splits) > 1 else {}) | {"method": r["method"]}
+            for m in metrics:
+                text = format_value(r[m])
+                if m in best and r["method"] in best[m]:
+                    text = rf"\textbf{{{text}}}"
+                    if hook is not None and len(best[m]) == 1 and len(part) > 1:
+                        vals = part.set_index("method")[m].drop(r["method"])
+                        runner = vals.idxmin() if m in LOWER_IS_BETTER else vals.idxmax()
+                        if hook(split, m, r["method"], runner):
+                            text += r"$^\dagger$"
+                            marked = True
+                half = r[f"{m}_half_width"]
+                if not single_column and math.isfinite(half):
+                    text += rf"{{\scriptsize$\pm${format_value(half)}}}"
+                row[m] = text
+            out_rows.append(row)
+    out = pd.DataFrame(out_rows)
+    headers = {m: METRIC_LABELS.get(m, m.replace("recall_at_", "R@")) for m in metrics}
+    conf = f"{100 * (1 - alpha):g}\\%"
+    cap = ("Main results: expected values over tie orders; best per column in bold"
+           + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over queries") + "."
+           + (" $^\\dagger$: the best differs significantly from the runner-up (the metric's paired test on "
+              f"the same queries: McNemar for hit rates, sign-flip permutation otherwise; $\\alpha = {alpha:g}$)."
+              if marked else ""))
+    tex = to_latex(out, caption=TexCell(cap), label=f"tab:summary{'-column' if single_column else ''}",
+                   headers=headers, keys=2 if len(splits) > 1 else 1, raw=tuple(metrics))
+    if not single_column and r"\begin{table}" in tex:  # the main table spans both columns
+        tex = tex.replace(r"\begin{table}", r"\begin{table*}").replace(r"\end{table}", r"\end{table*}")
+    return tex

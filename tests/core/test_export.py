@@ -1,0 +1,291 @@
+"""Paper exports: every figure of `report` at the preset's physical size (pdfinfo, pdffonts, the
+SVG's root size, the PNG's pixels), on a small 3-method, 10-class data set with splits and
+confidences."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_core import evaluate, load_files
+from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
+from analysis_core.export.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
+from analysis_core.export.tables import to_latex
+from analysis_core.report import build_report, write_report
+
+from .test_cli import ROOT, run_cli
+
+METHODS = ["baseline", "contrastive", "triplet_margin"]
+FIGURES = {"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "class_sweep",
+           "generalization", "erc"} | {f"histograms_{m}" for m in METHODS}
+HAVE_TOOLS = chromium_path() is not None and shutil.which("pdfinfo") and shutil.which("pdffonts")
+needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="Chromium or poppler-utils missing (make test installs them)")
+
+
+def small_dataset(path: Path) -> Path:
+    """3 methods of increasing quality, 10 classes of 12 items, a train/test split by class, and
+    confidences."""
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(10), 12)
+    centres = rng.standard_normal((10, 8))
+    emb = {f"embeddings_{m}": (centres[labels] * (0.6 + 0.4 * i) + rng.standard_normal((labels.size, 8)))
+           .astype(np.float32) for i, m in enumerate(METHODS)}
+    np.savez(path, labels=labels, split=np.where(labels < 6, "train", "test"), confidence=rng.random(labels.size),
+             **emb)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_npz(tmp_path_factory) -> Path:
+    return small_dataset(tmp_path_factory.mktemp("data") / "small.npz")
+
+
+@pytest.fixture(scope="module")
+def built(small_npz):
+    ev = evaluate(load_files([small_npz]))
+    return ev, build_report(ev, sweep_repeats=1)
+
+
+def _pdf_size_in(path: Path) -> tuple[float, float]:
+    out = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True).stdout
+    w, h = re.search(r"Page size:\s+([\d.]+) x ([\d.]+) pts", out).groups()
+    return float(w) / 72, float(h) / 72
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def check_figures(folder: Path, style: FigureStyle, names: set[str] = FIGURES) -> None:
+    """Every figure in ``folder`` at ``style``'s size in all three formats, fonts embedded."""
+    assert {p.stem for p in folder.glob("*.pdf")} == names
+    for name in names:
+        w, h = _pdf_size_in(folder / f"{name}.pdf")
+        assert abs(w - style.width_in) <= 0.01, (name, w)
+        assert 0.2 * style.width_in < h < 4 * style.width_in, (name, h)
+        fonts = subprocess.run(["pdffonts", str(folder / f"{name}.pdf")], capture_output=True, text=True,
+                               check=True).stdout.splitlines()[2:]
+        assert fonts and all(re.search(r"\byes\s+(yes|no)\s+(yes|no)\s+\d+\s+\d+\s*$", f) for f in fonts), fonts
+        svg = (folder / f"{name}.svg").read_text()
+        root = svg[svg.index("<svg"):svg.index(">", svg.index("<svg"))]
+        assert abs(float(re.search(r'\bwidth="([\d.]+)in"', root).group(1)) - style.width_in) <= 0.01
+        assert abs(float(re.search(r'\bheight="([\d.]+)in"', root).group(1)) - h) <= 0.01
+        # every text at the set size or larger (titles): CSS px = pt * 96 / 72
+        sizes = [float(s) for s in re.findall(r"font-size: ?([\d.]+)px", svg)]
+        assert sizes and min(sizes) == pytest.approx(style.font_size * 96 / 72, abs=0.01), (name, min(sizes))
+        pw, ph = _png_size(folder / f"{name}.png")
+        assert pw == round(style.width_in * style.dpi), (name, pw)
+        assert abs(ph - h * style.dpi) <= 3, (name, ph, h)  # pdfinfo rounds to 0.01 pt
+
+
+@pytest.fixture(scope="module")
+def cli_report(small_npz, tmp_path_factory) -> Path:
+    """`report` on the small data set: figures (when Chromium is there) at a custom 5 in, 200 dpi."""
+    out = tmp_path_factory.mktemp("cli") / "rep"
+    r = run_cli("report", small_npz, "--out", out, "--format", "pdf,svg,png" if HAVE_TOOLS else "", "--style", "custom",
+                "--width", "5", "--dpi", "200", "--sweep-repeats", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@needs_tools
+def test_report_cli_figures_have_the_custom_width_and_dpi(cli_report):
+    check_figures(cli_report / "figures", FigureStyle.preset("custom", width_in=5.0, dpi=200))
+
+
+@needs_tools
+@pytest.mark.parametrize("preset", ["single", "double"])
+def test_report_figures_have_the_presets_physical_size(built, preset, tmp_path):
+    ev, rep = built
+    style = FigureStyle.preset(preset)
+    assert style.width_in == {"single": 3.5, "double": 7.2}[preset]
+    write_report(ev, rep, tmp_path, ("pdf", "svg", "png"), style)
+    check_figures(tmp_path / "figures", style)
+
+
+def test_custom_style_needs_its_width_and_bad_sizes_are_refused(small_npz, tmp_path):
+    r = run_cli("report", small_npz, "--out", tmp_path / "x", "--style", "custom")
+    assert r.returncode == 2 and "--width" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("report", small_npz, "--out", tmp_path / "x", "--style", "custom", "--width", "0.2")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_report_without_chromium_exits_2_with_the_install_command_before_computing(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))  # kaleido's own override
+    assert chromium_path() is None
+    out = tmp_path / "rep"
+    t = time.perf_counter()
+    # the 600-class demo takes minutes to report on: an exit within 10 s means nothing was computed
+    r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "pdf", "--quiet")
+    assert time.perf_counter() - t < 10
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert INSTALL_COMMAND in r.stderr and "Chromium" in r.stderr
+    assert not out.exists()
+    # without figures, no Chromium is needed
+    r = run_cli("report", small_dataset(tmp_path / "s.npz"), "--out", out, "--format", "", "--quiet",
+                "--sweep-repeats", "1")
+    assert r.returncode == 0, r.stderr
+
+
+# ---- tables ------------------------------------------------------------------------------------
+
+P_CELL = re.compile(r"^(\$<10\^\{-12\}\$|\$[1-9]\.\d\d\\times10\^\{-\d+\}\$|0\.\d+|1|--)$")
+
+
+def compile_two_column(texs: list[Path], tmp: Path, packages: tuple[str, ...] = ("booktabs",)) -> str:
+    """pdflatex on every file in a two-column article; returns the log (asserting success)."""
+    doc = tmp / "doc.tex"
+    doc.write_text("\\documentclass[twocolumn]{article}\n" + "".join(f"\\usepackage{{{p}}}\n" for p in packages)
+                   + "\\begin{document}\n" + "\n".join(f"\\input{{{t.with_suffix('')}}}\n\\clearpage" for t in texs)
+                   + "\n\\end{document}\n")
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    return (tmp / "doc.log").read_text(errors="replace")
+
+
+def p_cells(tex: str) -> list[str]:
+    """The cells of every p-value column (header "p" or "p ...") of a booktabs table."""
+    cells = []
+    for block in tex.split(r"\toprule")[1:]:
+        head, body = block.split(r"\midrule", 1)
+        header = [h.strip() for h in head.replace(r"\\", "").split("&")]
+        header = [h.replace("\\_", "_") for h in header]
+        idx = [i for i, h in enumerate(header) if re.match(r"^p( |$)", h) or is_p_column(h)]
+        for line in body.split(r"\bottomrule")[0].strip().splitlines():
+            row = [c.strip() for c in line.removesuffix(r"\\").split(" & ")]
+            cells += [row[i] for i in idx]
+    return cells
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_every_report_table_compiles_in_two_columns_without_overfull_boxes(cli_report, tmp_path):
+    texs = sorted((cli_report / "tables").glob("*.tex"))
+    names = {t.stem for t in texs}
+    assert {"summary", "summary_column", "classes", "tukey_hsd", "games_howell", "pr_band", "erc", "histograms",
+            "paired_tests", "class_sweep", "generalization"} <= names
+    log = compile_two_column(texs, tmp_path)
+    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+    for t in texs:  # nothing unescaped that pdflatex would choke on in another class
+        assert all(ord(c) < 128 for c in t.read_text()), t.name
+
+
+def test_p_values_are_never_zero_nor_long_in_the_reports_tables(cli_report):
+    seen = 0
+    for t in (cli_report / "tables").glob("*.tex"):
+        for c in p_cells(t.read_text()):
+            seen += 1
+            assert P_CELL.match(c), (t.name, c)
+            if c.startswith("0."):
+                assert len(c.lstrip("0.")) <= 3, (t.name, c)  # at most 3 significant digits
+    assert seen >= 10
+    for t in (cli_report / "tables").glob("*.csv"):
+        df = pd.read_csv(t)
+        for c in df.columns:
+            if is_p_column(c):
+                v = df[c].dropna()
+                assert (v > 0).all() and (v <= 1).all(), (t.name, c)
+
+
+def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    ev = evaluate(load_files([small_npz]))
+    frame = pd.read_csv(cli_report / "tables" / "summary.csv")
+    assert set(frame["split"]) == {"all", "train", "test"}
+    part = frame[frame["split"] == "all"].set_index("method")
+    for m in METHODS:
+        ap = ev.per_query(m)
+        ap = ap[ap["n_positives"] > 0]["ap"].to_numpy()
+        assert part.loc[m, "map"] == pytest.approx(ap.mean(), abs=1e-12)
+        lo, hi = DescrStatsW(ap).tconfint_mean(alpha=0.05)
+        assert part.loc[m, "map_half_width"] == pytest.approx((hi - lo) / 2, rel=1e-9)
+    tex = (cli_report / "tables" / "summary.tex").read_text()
+    assert r"\begin{table*}" in tex and r"\begin{table}" in (cli_report / "tables" / "summary_column.tex").read_text()
+    for split, g in frame.groupby("split"):
+        best = g.loc[g["map"].idxmax(), "method"]
+        name = best.replace("_", "\\_")
+        row = next(line for line in tex.splitlines() if line.startswith(f"{split} & {name} "))
+        assert row.split(" & ")[2].startswith(r"\textbf{"), row
+        others = [line for line in tex.splitlines() if line.startswith(f"{split} & ") and line != row]
+        assert others and not any(line.split(" & ")[2].startswith(r"\textbf") for line in others)
+    # the best mAP differs from the runner-up by the paired AP test here: marked
+    assert r"$^\dagger$" in tex
+
+
+def test_p_value_format_never_prints_zero_nor_many_digits():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    @given(st.floats(min_value=0, max_value=1, allow_nan=False))
+    def check(p):
+        text = format_p(p)
+        if p < P_FLOOR:
+            assert text == "< 1e-12"
+            return
+        assert float(text) == pytest.approx(p, rel=5e-3)
+        mant = text.split("e")[0].replace(".", "").lstrip("0")
+        assert 1 <= len(mant) <= 3
+        assert float(text) > 0
+
+    check()
+    frame = pd.DataFrame({"p_value": [0.0, 1e-97, 1e-13, 3.2e-5, 0.0123456, 1.0, float("nan")]})
+    assert p_cells(to_latex(frame)) == ["$<10^{-12}$", "$<10^{-12}$", "$<10^{-12}$", r"$3.20\times10^{-5}$",
+                                        "0.0123", "1", "--"]
+    assert floor_p_columns(frame)["p_value"].iloc[0] == P_FLOOR
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
+    rng = np.random.default_rng(0)
+    long = pd.DataFrame({"query": np.arange(2000), "label": rng.integers(0, 9, 2000), "ap": rng.random(2000)})
+    wide = pd.DataFrame({"method": [f"model_{i}_finetuned" for i in range(5)]}
+                        | {f"metric_with_a_long_name_{i}": rng.random(5) for i in range(14)})
+    uni = pd.DataFrame({"Spearman ρ": [0.5], "α × β – γ": ["a−b ≥ c · d"], "p_value": [0.0]})
+    texs = []
+    for name, df in (("long", long), ("wide", wide), ("uni", uni)):
+        (tmp_path / f"{name}.tex").write_text(to_latex(df, caption=f"{name} ρ table", keys=1))
+        texs.append(tmp_path / f"{name}.tex")
+    assert "First 40 of 2000 rows" in (tmp_path / "long.tex").read_text()
+    log = compile_two_column(texs, tmp_path)
+    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_one_method_three_classes_tables_compile_and_bold_nothing(tmp_path):
+    rng = np.random.default_rng(0)
+    p = tmp_path / "tiny.npz"
+    np.savez(p, embeddings=rng.standard_normal((45, 4)).astype(np.float32), labels=np.repeat([0, 1, 2], 15))
+    r = run_cli("report", p, "--out", tmp_path / "rep", "--format", "", "--sweep-repeats", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    texs = sorted((tmp_path / "rep" / "tables").glob("*.tex"))
+    assert {"summary", "summary_column", "classes"} <= {t.stem for t in texs}
+    assert r"\textbf" not in (tmp_path / "rep" / "tables" / "summary.tex").read_text()
+    log = compile_two_column(texs, tmp_path)
+    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+def test_pr_band_title_names_the_band_and_ten_methods_stay_distinguishable():
+    from analysis_core.figures.style import PALETTE, series_look
+    from analysis_core.figures.variability import pr_bands_figure
+
+    r = np.linspace(0, 1, 5)
+    bands = pd.concat([pd.DataFrame({"method": f"m{i}", "class": "all", "recall": r, "mean": 0.5, "low": 0.4,
+                                     "high": 0.6, "n": 10}) for i in range(10)])
+    assert "simultaneous" in pr_bands_figure(bands, kind="bootstrap").layout.title.text
+    assert "pointwise" in pr_bands_figure(bands, kind="t").layout.title.text
+    fig = pr_bands_figure(bands)
+    looks = [(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data if t.showlegend is not False]
+    assert len(looks) == 10 and len(set(looks)) == 10  # beyond the 8 colours, dashes and markers differ
+    assert {c for c, _, _ in looks} == set(PALETTE)
+    assert series_look(8)[0] == series_look(0)[0] and series_look(8)[1:] != series_look(0)[1:]

@@ -24,8 +24,10 @@ from analysis_core.report import build_report, write_report
 from .test_cli import ROOT, run_cli
 
 METHODS = ["baseline", "contrastive", "triplet_margin"]
-FIGURES = {"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "class_sweep",
-           "generalization", "erc"} | {f"histograms_{m}" for m in METHODS}
+FIGURES = ({"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "erc",
+            "histograms_over_checkpoints"} | {f"histograms_{m}" for m in METHODS}
+           | {f"generalization_{m}" for m in METHODS}
+           | {f"{kind}__{split}" for kind in ("checkpoints", "checkpoint_classes") for split in ("train", "test")})
 HAVE_TOOLS = chromium_path() is not None and shutil.which("pdfinfo") and shutil.which("pdffonts")
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="Chromium or poppler-utils missing (make test installs them)")
 
@@ -173,7 +175,7 @@ def test_every_report_table_compiles_in_two_columns_without_overfull_boxes(cli_r
     texs = sorted((cli_report / "tables").glob("*.tex"))
     names = {t.stem for t in texs}
     assert {"summary", "summary_column", "classes", "tukey_hsd", "games_howell", "pr_band", "erc", "histograms",
-            "paired_tests", "class_sweep", "generalization"} <= names
+            "paired_tests", "generalization", "checkpoints", "checkpoint_tests", "checkpoint_classes"} <= names
     log = compile_two_column(texs, tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
     for t in texs:  # nothing unescaped that pdflatex would choke on in another class

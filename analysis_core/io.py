@@ -18,10 +18,10 @@ the fix.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import io
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,13 +39,18 @@ SIMILARITIES = ("cosine", "dot", "euclidean")
 _PICKLE_MAGIC = (b"\x80",)  # protocol 2+ pickles start with PROTO (0x80)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Dataset:
     """Labels, one or more methods' embeddings, and optional per-item columns.
 
-    ``embeddings`` maps method name -> (N, d) float32 array (d may differ between methods).
-    ``label_codes`` are dense integer codes of ``labels`` in sorted label order, so they depend on
-    the set of labels only, not on row order.
+    Construction validates with the loaders' checks and messages (:class:`InputError`): finite
+    2-D embeddings of equal row counts, one label per row, well-formed optional columns, at least
+    two items in two classes. ``embeddings`` maps method name -> (N, d) array (anything with
+    ``__array__`` or ``__dlpack__``); it is stored as float64 when given as float64, else
+    float32, C-contiguous (d may differ between methods). ``label_codes`` are dense integer codes
+    of ``labels`` in sorted label order, so they depend on the set of labels only, not on row
+    order. ``notes`` are what the loaders changed or assumed (e.g. a dropped CSV index column);
+    front ends show them to the user.
     """
 
     labels: np.ndarray
@@ -55,13 +60,59 @@ class Dataset:
     role: np.ndarray | None = None
     ids: np.ndarray | None = None
     source: str = "dataset"
-    label_codes: np.ndarray = field(init=False, repr=False)
-    class_names: np.ndarray = field(init=False, repr=False)
+    notes: tuple[str, ...] = ()
+    label_codes: np.ndarray = field(init=False)
+    class_names: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        src = self.source
+        if not isinstance(self.embeddings, Mapping) or not self.embeddings:
+            raise _bad(src, "embeddings must be a non-empty dict of method name -> (n_items, dim) array.",
+                       "pass embeddings={'name': array}.")
+        embs: dict[str, np.ndarray] = {}
+        n = None
+        for m, e in self.embeddings.items():
+            what = "embeddings" if len(self.embeddings) == 1 else f"embeddings_{m}"
+            e = _check_embeddings(as_array(e, src, what), src, what)
+            if n is None:
+                n = e.shape[0]
+            elif e.shape[0] != n:
+                raise _bad(src, f"method '{m}' has {e.shape[0]} rows but method '{next(iter(embs))}' has {n}.",
+                           "give every method the same items in the same order.")
+            embs[str(m)] = e
+        fields = {"embeddings": embs, "labels": _check_labels(as_array(self.labels, src, "labels"), n, src)}
+        for name, col in (("split", "split"), ("confidence", "confidence"), ("role", "role"), ("ids", "id")):
+            v = getattr(self, name)
+            if v is not None:
+                fields[name] = _check_optional(col, as_array(v, src, col), n, src)
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "notes", tuple(self.notes))
+        self._derive()
+        _check_classes(self)
+
+    def _derive(self) -> None:
         names, codes = np.unique(self.labels, return_inverse=True)
         object.__setattr__(self, "class_names", names)
         object.__setattr__(self, "label_codes", codes.astype(np.int64).ravel())
+
+    @classmethod
+    def _from_checked(cls, **fields) -> Dataset:
+        """A Dataset from arrays that already passed the checks (a subset of a valid Dataset, or
+        arrays the loaders checked file by file with file names in the messages): skips the O(N d)
+        finiteness pass a second time."""
+        ds = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.init:
+                object.__setattr__(ds, f.name, fields.get(f.name, f.default))
+        ds._derive()
+        return ds
+
+    def __repr__(self) -> str:
+        methods = ", ".join(f"{m}: {e.shape[1]}-d" for m, e in self.embeddings.items())
+        cols = [c for c in ("split", "confidence", "role", "ids") if getattr(self, c) is not None]
+        return (f"Dataset(source={self.source!r}, n_items={self.n_items}, n_classes={self.n_classes}, "
+                f"methods={{{methods}}}" + (f", columns={cols}" if cols else "") + ")")
 
     @property
     def n_items(self) -> int:
@@ -76,29 +127,18 @@ class Dataset:
         return list(self.embeddings)
 
     def subset(self, rows: np.ndarray) -> Dataset:
-        """The dataset restricted to ``rows`` (indices or boolean mask), in that order."""
+        """The dataset restricted to ``rows`` (indices or boolean mask), in that order. The rows
+        are already valid; settings-dependent checks (:func:`validate`) still apply to the subset."""
         rows = np.asarray(rows)
-        def take(a):
-            return (None if a is None else a[rows])
-        return Dataset(
-            labels=self.labels[rows],
-            embeddings={m: e[rows] for m, e in self.embeddings.items()},
-            split=take(self.split), confidence=take(self.confidence), role=take(self.role),
-            ids=take(self.ids), source=self.source,
-        )
 
-    def digest(self) -> str:
-        """A content digest (labels, embeddings, optional columns) for caching."""
-        h = hashlib.blake2b(digest_size=16)
-        for name in ("labels", "split", "confidence", "role", "ids"):
-            a = getattr(self, name)
-            h.update(name.encode())
-            if a is not None:
-                h.update(np.ascontiguousarray(a).astype(str if a.dtype.kind in "OUS" else a.dtype).tobytes())
-        for m, e in self.embeddings.items():
-            h.update(m.encode())
-            h.update(np.ascontiguousarray(e).tobytes())
-        return h.hexdigest()
+        def take(a):
+            return None if a is None else a[rows]
+
+        return Dataset._from_checked(
+            labels=self.labels[rows], embeddings={m: e[rows] for m, e in self.embeddings.items()},
+            split=take(self.split), confidence=take(self.confidence), role=take(self.role), ids=take(self.ids),
+            source=self.source, notes=self.notes,
+        )
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -115,7 +155,44 @@ def _rows(idx: np.ndarray, limit: int = 5) -> str:
     return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
 
 
+def as_array(x, source: str, what: str) -> np.ndarray:
+    """``x`` as a NumPy array without copying when possible: NumPy arrays, lists, anything with
+    ``__array__`` (pandas, most array libraries) or only ``__dlpack__`` (a CPU torch/JAX/CuPy-host
+    tensor: read through the DLPack protocol, so torch need not be imported here)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__array__") or not hasattr(x, "__dlpack__"):
+        try:
+            return np.asarray(x)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise _bad(source, f"'{what}' could not be read as an array ({exc}).",
+                       "pass a NumPy array (for a GPU tensor: tensor.detach().cpu().numpy()).") from exc
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        raise _bad(source, f"'{what}' could not be read through DLPack ({exc}).",
+                   "move it to the CPU first (tensor.detach().cpu()) or pass a NumPy array.") from exc
+
+
+def _nonfinite(a: np.ndarray, chunk_bytes: int = 64 << 20) -> tuple[np.ndarray, int, int]:
+    """(rows holding NaN/inf, first bad row, its first bad column), checked in row chunks so a
+    memory-mapped file is never materialised whole; rows empty when all is finite."""
+    step = max(1, chunk_bytes // max(1, a.shape[1] * a.itemsize))
+    bad_rows = []
+    first = (-1, -1)
+    for i in range(0, a.shape[0], step):
+        ok = np.isfinite(a[i:i + step])
+        if not ok.all():
+            r = np.nonzero(~ok.all(axis=1))[0]
+            if not bad_rows:
+                first = (i + int(r[0]), int(np.nonzero(~ok[r[0]])[0][0]))
+            bad_rows.append(i + r)
+    return (np.concatenate(bad_rows) if bad_rows else np.zeros(0, np.int64)), *first
+
+
 def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> np.ndarray:
+    """Numeric, 2-D, non-empty, finite; returned C-contiguous as float64 if given as float64,
+    else float32 (a C-contiguous float32/float64 array, memory-mapped or not, is not copied)."""
     if a.dtype == object:
         raise _bad(source, f"'{what}' is an object array, which could only be read by unpickling.",
                    "save it as a numeric array (e.g. np.asarray(x, dtype=np.float32)).")
@@ -130,12 +207,11 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
                    "flatten each item's vector into one row.")
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise _bad(source, f"'{what}' is empty (shape {a.shape}).", "provide at least two items with a vector each.")
-    a = np.asarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
-    finite = np.isfinite(a)
-    if not finite.all():
-        r, c = np.nonzero(~finite)
-        raise _bad(source, f"'{what}' has NaN or infinite values at {_rows(np.unique(r))} "
-                   f"(first at row {r[0]}, column {c[0]}).",
+    a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
+    rows, r0, c0 = _nonfinite(a)
+    if rows.size:
+        raise _bad(source, f"'{what}' has NaN or infinite values at {_rows(rows)} "
+                   f"(first at row {r0}, column {c0}).",
                    "remove or repair those rows; nothing is dropped silently.")
     return a
 
@@ -206,16 +282,22 @@ def _check_optional(name: str, values: np.ndarray, n: int, source: str) -> np.nd
     return values.astype(str)
 
 
-def validate(ds: Dataset, similarity: str = "cosine") -> None:
-    """Checks that depend on the evaluation settings (raise :class:`InputError`)."""
-    if similarity not in SIMILARITIES:
-        raise _bad(ds.source, f"unknown similarity '{similarity}'.", f"use one of {', '.join(SIMILARITIES)}.")
+def _check_classes(ds: Dataset) -> None:
+    """Checks of the content that hold whatever the settings: two items, two classes."""
     if ds.n_classes < 2:
         raise _bad(ds.source, f"all {ds.n_items} items are in one class ('{ds.class_names[0]}'); "
                    "retrieval of same-class items cannot be scored.",
                    "provide items of at least two classes.")
     if ds.n_items < 2:
         raise _bad(ds.source, "fewer than two items.", "provide at least two items.")
+
+
+def validate(ds: Dataset, similarity: str = "cosine") -> None:
+    """Checks that depend on the evaluation settings, and the content checks again for subsets
+    (a split or a class sample of a valid dataset may hold one class): raise :class:`InputError`."""
+    if similarity not in SIMILARITIES:
+        raise _bad(ds.source, f"unknown similarity '{similarity}'.", f"use one of {', '.join(SIMILARITIES)}.")
+    _check_classes(ds)
     if similarity == "cosine":
         for m, e in ds.embeddings.items():
             zero = ~np.any(e != 0, axis=1)
@@ -433,7 +515,7 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]]) -> Dataset:
                            "every file must hold the same items in the same order.")
             if m in embeddings:
                 raise _bad(name, f"method name '{m}' is used twice.", "rename one of the files (or the array).")
-            embeddings[m] = np.ascontiguousarray(e, dtype=np.float32)
+            embeddings[m] = e
         labs = _check_labels(cols["labels"], n, name)
         if name != first_name:
             ref = _check_labels(first_cols["labels"], n, first_name)
@@ -444,8 +526,11 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]]) -> Dataset:
     labels = _check_labels(first_cols["labels"], n, first_name)
     opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols}
     source = ", ".join(p[0] for p in parts)
-    return Dataset(labels=labels, embeddings=embeddings, split=opt.get("split"), confidence=opt.get("confidence"),
-                   role=opt.get("role"), ids=opt.get("id"), source=source)
+    ds = Dataset._from_checked(labels=labels, embeddings=embeddings, split=opt.get("split"),
+                               confidence=opt.get("confidence"), role=opt.get("role"), ids=opt.get("id"),
+                               source=source)
+    _check_classes(ds)
+    return ds
 
 
 def load_bytes(files: Sequence[tuple[str, bytes]], *, labels: tuple[str, bytes] | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -552,9 +553,12 @@ def load_bytes(files: Sequence[tuple[str, bytes]], *, labels: tuple[str, bytes] 
     return dataset_from_parts(parts)
 
 
-def load_files(paths: Sequence[str | Path], *, labels: str | Path | None = None,
+def load_files(paths: str | Path | Sequence[str | Path], *, labels: str | Path | None = None,
                names: Sequence[str] | None = None, feature_prefix: str | None = None) -> Dataset:
-    """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array)."""
+    """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array).
+    One path may be given alone (a string is a path, never a sequence of characters)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
     def read(p: str | Path) -> bytes:
         p = Path(p)
         if not p.exists():

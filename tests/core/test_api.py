@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.metrics import average_precision_score
 
-from analysis_core import Dataset, InputError, load_files
+from analysis_core import Dataset, InputError, evaluate, load, load_files
 from analysis_core.evaluation import evaluate as evaluate_dataset
 
 
@@ -48,6 +49,9 @@ def test_dataset_construction_raises_the_loaders_message(tmp_path, case):
         # zero vectors are only wrong under cosine: the check is reached by evaluate, not by construction
         evaluate_dataset(Dataset(labels=y, embeddings={"case": X}))
     assert (e.value.problem, e.value.fix) == (ref.problem, ref.fix)
+    with pytest.raises(InputError) as e:
+        evaluate(X, y, name="case")
+    assert (e.value.problem, e.value.fix) == (ref.problem, ref.fix)
     if case == "zero_vector_cosine":
         Dataset(labels=y, embeddings={"case": X})  # a valid dataset for dot / euclidean
         evaluate_dataset(Dataset(labels=y, embeddings={"case": X}), similarity="dot")
@@ -88,3 +92,102 @@ def test_repr_is_short_and_names_the_shape():
     X, y = _data(n=3000, d=64)
     text = repr(Dataset(labels=y, embeddings={"a": X}, ids=np.arange(3000)))
     assert len(text) < 200 and "n_items=3000" in text and "64-d" in text and "ids" in text
+
+
+def _tie_free_float64(seed: int, n: int = 45, d: int = 6, c: int = 4):
+    """Float64 data, its cosine scores as the engine ranks them (normalised in float64, rounded to
+    float32), and a check that no two gallery scores of a row are closer than float32 rounding of a
+    dot product could reorder (so the ranking, hence AP, is the same whatever the summation order)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.repeat(np.arange(c), -(-n // c))[:n]
+    V = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32).astype(np.float64)
+    S = V @ V.T
+    gaps = np.diff(np.sort(S + np.diag(np.full(n, np.inf)), axis=1)[:, :-1], axis=1)
+    return X, y, S, gaps.min()
+
+
+# seeds whose data are tie-free far above float32 rounding (~1e-7): most are, a few are not
+_TIE_FREE_SEEDS = [s for s in range(30) if _tie_free_float64(s)[3] > 1e-5][:6]
+
+
+@pytest.mark.parametrize("seed", _TIE_FREE_SEEDS)
+def test_evaluate_arrays_map_equals_sklearn_leave_one_out(seed):
+    X, y, S, min_gap = _tie_free_float64(seed)
+    assert min_gap > 1e-5 and len(_TIE_FREE_SEEDS) == 6
+    aps = []
+    for i in range(len(y)):
+        others = np.arange(len(y)) != i
+        aps.append(average_precision_score(y[others] == y[i], S[i, others]))
+    ev = evaluate(X, y)
+    assert ev.summary()["methods"]["embeddings"]["map"]["expected"] == pytest.approx(np.mean(aps), abs=1e-9)
+    # the same numbers as the file loader on the same float64 array
+    assert ev.summary()["methods"] == evaluate(Dataset(labels=y, embeddings={"embeddings": X})).summary()["methods"]
+
+
+def test_load_takes_one_path_or_several(tmp_path):
+    X, y = _data()
+    np.savez(tmp_path / "a.npz", embeddings=X, labels=y)
+    np.savez(tmp_path / "b.npz", embeddings=X[:, :2], labels=y)
+    one = load(str(tmp_path / "a.npz"))
+    assert one.methods == ["a"] and one.n_items == 20
+    assert load(tmp_path / "a.npz").methods == ["a"]
+    assert load_files(str(tmp_path / "a.npz")).methods == ["a"]  # a str is a path, not its characters
+    assert load([tmp_path / "a.npz", str(tmp_path / "b.npz")]).methods == ["a", "b"]
+    with pytest.raises(InputError, match="no such file"):
+        load(str(tmp_path / "missing.npz"))
+
+
+class _OnlyDLPack:
+    """A tensor-like object exposing only the DLPack protocol (no __array__)."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+class _OnlyArray:
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+
+def test_array_protocols_give_the_numpy_result():
+    X, y = _data(n=40, seed=3)
+    ref = evaluate(X, y).summary()["methods"]
+    assert not hasattr(_OnlyDLPack(X), "__array__")
+    assert evaluate(_OnlyDLPack(X), _OnlyDLPack(y)).summary()["methods"] == ref
+    assert evaluate(_OnlyArray(X), list(y)).summary()["methods"] == ref
+    assert evaluate(X.tolist(), y.tolist()).summary()["methods"] == ref
+
+
+def test_torch_cpu_tensor():
+    torch = pytest.importorskip("torch")
+    X, y = _data(n=40, seed=3)
+    ref = evaluate(X, y).summary()["methods"]
+    assert evaluate(torch.from_numpy(X), torch.from_numpy(y)).summary()["methods"] == ref
+    with pytest.raises(InputError, match="detach"):
+        evaluate(torch.from_numpy(X).requires_grad_(), y)
+
+
+def test_keywords_reach_the_evaluation():
+    X, y = _data(n=40, seed=4)
+    split = np.where(np.arange(40) < 20, "train", "test")
+    role = np.where(np.arange(40) % 4 == 0, "query", "both")
+    ev = evaluate({"a": X, "b": X[:, :2]}, y, split=split, role=role, within_split="test", similarity="dot",
+                  ks=(1, 3))
+    assert ev.methods == ["a", "b"] and ev.split == "test" and ev.similarity == "dot" and ev.ks == (1, 3)
+    assert ev.rows.tolist() == list(range(20, 40))
+    with pytest.raises(InputError, match="within_split"):
+        evaluate(X, y, split="test")
+    with pytest.raises(InputError, match="no labels"):
+        evaluate(X)
+    with pytest.raises(InputError, match="together with a Dataset"):
+        evaluate(Dataset(labels=y, embeddings={"a": X}), y)

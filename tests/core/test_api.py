@@ -191,3 +191,50 @@ def test_keywords_reach_the_evaluation():
         evaluate(X)
     with pytest.raises(InputError, match="together with a Dataset"):
         evaluate(Dataset(labels=y, embeddings={"a": X}), y)
+
+
+def test_summary_frame_one_row_per_method_equal_to_the_document():
+    X, y = _data(n=60, seed=5)
+    ev = evaluate({"a": X, "b": X[:, :2]}, y, ks=(1, 4), group_size=2)
+    f = ev.summary_frame()
+    doc = ev.to_dict()
+    assert doc == ev.summary()
+    assert f["method"].tolist() == ["a", "b"] and "split" not in f
+    for m, row in f.set_index("method").iterrows():
+        s = doc["methods"][m]
+        assert row["map"] == s["map"]["expected"] and row["map_lower"] == s["map"]["lower"]
+        assert row["map_at_r"] == s["map_at_r"] and row["mrr"] == s["mrr"] and row["jsd"] == s["jsd"]
+        assert row["recall_at_4"] == s["recall_at_k"]["4"] and row["precision_at_4"] == s["precision_at_k"]["4"]
+        g = s["grouped_recall_at_k"]["k"]["1"]
+        assert (row["grouped_recall_at_1"], row["grouped_recall_at_1_low"], row["grouped_recall_at_1_high"]) == (
+            g["mean"], g["ci_low"], g["ci_high"])
+        assert row["share_queries_with_mixed_ties"] == s["ties"]["share_queries_with_mixed_ties"]
+    assert not any(c.endswith("_low") for c in f.columns if not c.startswith("grouped"))  # exact: no intervals
+
+
+def test_summary_frame_intervals_with_query_sampling_and_split_column():
+    X, y = _data(n=120, seed=6)
+    split = np.where(np.arange(120) < 60, "train", "test")
+    ev = evaluate(X, y, split=split, within_split="train", query_sample=30, seed=1)
+    f = ev.summary_frame()
+    assert f.shape[0] == 1 and f["split"].tolist() == ["train"]
+    iv = ev.to_dict()["methods"]["embeddings"]["intervals"]
+    for key in ("map", "map_at_r", "recall_at_1", "jsd", "mean_pos_similarity"):
+        assert (f[f"{key}_low"].iloc[0], f[f"{key}_high"].iloc[0]) == (iv[key]["low"], iv[key]["high"])
+        assert f[f"{key}_low"].iloc[0] <= f[key].iloc[0] <= f[f"{key}_high"].iloc[0]
+
+
+def test_per_query_unknown_method_lists_the_known_ones():
+    X, y = _data()
+    ev = evaluate({"alpha": X, "beta": X * 2}, y)
+    assert ev.per_query("beta")["method"].unique().tolist() == ["beta"]
+    assert len(ev.per_query()) == 40
+    for call in (ev.per_query, ev.pr_curves, ev.method_summary):
+        with pytest.raises(InputError, match="'alpha', 'beta'"):
+            call("typo")
+
+
+def test_evaluation_repr_is_short():
+    X, y = _data(n=3000, d=64)
+    text = repr(evaluate(X, y, ks=(1,)))
+    assert len(text) < 250 and "n_items=3000" in text and "methods=['embeddings']" in text

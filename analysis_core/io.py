@@ -546,6 +546,7 @@ def _read_npz(inp: _Input, method: str | None, max_bytes: int | None) -> tuple[d
 
 
 _INT_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+_ALL_INT_TEXT = re.compile(r"(?:-?(?:0|[1-9][0-9]*)\n)*-?(?:0|[1-9][0-9]*)")
 _LABEL_HEADERS = {"label", "labels", "class", "classes", "target", "targets", "y", "category"}
 
 
@@ -553,9 +554,17 @@ def _labels_from_text(values: Sequence[str]) -> np.ndarray:
     """Labels read from text: integers when every label is written as a plain integer ("7", "-3"),
     else the text as written (so "007" and "7" stay two classes)."""
     vals = np.array([str(v).strip() for v in values])
-    if vals.size and all(_INT_TEXT.fullmatch(v) for v in vals.tolist()):
-        return vals.astype(np.int64)
+    if vals.size and _all_int_text(vals.tolist()):
+        try:
+            return vals.astype(np.int64)
+        except (ValueError, OverflowError):
+            return vals
     return vals
+
+
+def _all_int_text(values: list[str]) -> bool:
+    """Every value a plain integer literal; one regex pass over the joined text (fast for 10^6 labels)."""
+    return bool(values) and _ALL_INT_TEXT.fullmatch("\n".join(values)) is not None
 
 
 def _delimiter(data: bytes, suffix: str) -> str:
@@ -601,12 +610,12 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
             values.pop()
     values = [str(v).strip() for v in values]
     head = values[0]
-    rest_int = all(_INT_TEXT.fullmatch(v) for v in values[1:])
-    if head.lower() in _LABEL_HEADERS or (n is not None and len(values) == n + 1 and rest_int
-                                          and not _INT_TEXT.fullmatch(head)):
+    one_extra = n is not None and len(values) == n + 1
+    if head.lower() in _LABEL_HEADERS or (one_extra and not _INT_TEXT.fullmatch(head)
+                                          and _all_int_text(values[1:])):
         notes.append(f"{name}: first line {head!r} read as a header, not a label.")
         values = values[1:]
-    elif n is not None and len(values) == n + 1:
+    elif one_extra:
         raise _bad(name, f"{len(values)} labels for {n} embedding rows (one too many; is the first line "
                    f"{head!r} a header?).", "remove the header line, or name it 'label'.")
     return _labels_from_text(values)

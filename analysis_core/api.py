@@ -61,6 +61,9 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
     if isinstance(embeddings, Dataset):
         given = [k for k, v in (("labels", labels), ("confidence", confidence), ("role", role), ("ids", ids))
                  if v is not None]
+        if split is not None and within_split is not None:
+            raise InputError("evaluate", "both split and within_split name the split to evaluate.",
+                             "give one of them.")
         if given or (split is not None and not isinstance(split, str)):
             raise InputError("evaluate", f"per-item {given or ['split']} given together with a Dataset.",
                              "put the columns into the Dataset, or pass arrays instead of the Dataset.")

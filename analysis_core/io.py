@@ -81,18 +81,18 @@ class Dataset:
         n = None
         for m, e in self.embeddings.items():
             what = "embeddings" if len(self.embeddings) == 1 else f"embeddings_{m}"
-            e = _check_embeddings(as_array(e, src, what), src, what)
+            e = _check_embeddings(_as_array(e, src, what), src, what)
             if n is None:
                 n = e.shape[0]
             elif e.shape[0] != n:
                 raise _bad(src, f"method '{m}' has {e.shape[0]} rows but method '{next(iter(embs))}' has {n}.",
                            "give every method the same items in the same order.")
             embs[str(m)] = e
-        fields = {"embeddings": embs, "labels": _check_labels(as_array(self.labels, src, "labels"), n, src)}
+        fields = {"embeddings": embs, "labels": _check_labels(_as_array(self.labels, src, "labels"), n, src)}
         for name, col in (("split", "split"), ("confidence", "confidence"), ("role", "role"), ("ids", "id")):
             v = getattr(self, name)
             if v is not None:
-                fields[name] = _check_optional(col, as_array(v, src, col), n, src)
+                fields[name] = _check_optional(col, _as_array(v, src, col), n, src)
         for k, v in fields.items():
             object.__setattr__(self, k, v)
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -163,7 +163,7 @@ def _rows(idx: np.ndarray, limit: int = 5) -> str:
     return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
 
 
-def as_array(x, source: str, what: str) -> np.ndarray:
+def _as_array(x, source: str, what: str) -> np.ndarray:
     """``x`` as a NumPy array without copying when possible: NumPy arrays, lists, anything with
     ``__array__`` (pandas, most array libraries) or only ``__dlpack__`` (a CPU torch/JAX/CuPy-host
     tensor: read through the DLPack protocol, so torch need not be imported here)."""
@@ -308,7 +308,8 @@ def validate(ds: Dataset, similarity: str = "cosine") -> None:
     _check_classes(ds)
     if similarity == "cosine":
         for m, e in ds.embeddings.items():
-            zero = ~np.any(e != 0, axis=1)
+            step = max(1, (64 << 20) // max(1, e.shape[1] * e.itemsize))  # row chunks: no N x d temporary
+            zero = np.concatenate([~np.any(e[i:i + step] != 0, axis=1) for i in range(0, e.shape[0], step)])
             if zero.any():
                 raise _bad(f"{ds.source} [{m}]", f"all-zero vectors at {_rows(np.nonzero(zero)[0])} have no "
                            "direction, so cosine similarity is undefined for them.",
@@ -494,8 +495,9 @@ def _read_npy(inp: _Input, what: str, max_bytes: int | None) -> np.ndarray:
     """A .npy file, memory-mapped when it is on disk, else read after its header was checked."""
     with inp.open() as f:
         shape, dtype, offset = _npy_header(f, inp.name, what)
-    on_disk = inp.path is not None
-    _check_declared(inp.name, what, shape, dtype, inp.size - offset, None if on_disk else max_bytes)
+    on_disk = inp.path is not None  # memory-mapped: nothing is allocated, only the size is checked
+    limit = None if on_disk else (default_max_bytes() if max_bytes is None else max_bytes)
+    _check_declared(inp.name, what, shape, dtype, inp.size - offset, limit)
     try:
         if on_disk:
             return np.load(inp.path, mmap_mode="r", allow_pickle=False)

@@ -238,3 +238,11 @@ def test_evaluation_repr_is_short():
     X, y = _data(n=3000, d=64)
     text = repr(evaluate(X, y, ks=(1,)))
     assert len(text) < 250 and "n_items=3000" in text and "methods=['embeddings']" in text
+
+
+def test_split_named_twice_is_refused():
+    X, y = _data()
+    ds = Dataset(labels=y, embeddings={"a": X}, split=np.where(np.arange(20) < 10, "train", "test"))
+    assert evaluate(ds, within_split="test").split == evaluate(ds, split="test").split == "test"
+    with pytest.raises(InputError, match="both split and within_split"):
+        evaluate(ds, split="test", within_split="train")

@@ -304,3 +304,16 @@ def test_labels_file_one_line_too_many_is_named(tmp_path):
     with pytest.raises(InputError, match="one too many") as e:
         load(tmp_path / "e.npy", labels=tmp_path / "labels.txt")
     assert "header" in e.value.fix
+
+
+def test_npy_upload_is_checked_before_allocation():
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((2000, 500), np.float32))
+    data = buf.getvalue()
+    labels = ("labels.txt", "\n".join(str(i % 2) for i in range(2000)).encode())
+    with pytest.raises(InputError, match="over the limit") as e:
+        load_bytes([("e.npy", data)], labels=labels, max_bytes=1 << 20)
+    assert "(2000, 500)" in e.value.problem
+    with pytest.raises(InputError, match="truncated or corrupt"):
+        load_bytes([("e.npy", data[: len(data) // 2])], labels=labels)
+    assert load_bytes([("e.npy", data)], labels=labels, max_bytes=8 << 20).n_items == 2000

@@ -6,6 +6,7 @@ construction), so a notebook gets the loaders' :class:`~analysis_core.errors.Inp
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,8 @@ from .evaluation import evaluate as _evaluate_dataset
 from .io import Dataset, load_files
 
 ArrayLike = Any  # a NumPy array, a list, or anything with __array__ / __dlpack__ (a CPU tensor)
+# the settings evaluation.evaluate takes, besides the dataset and the split (named here)
+_OPTIONS = frozenset(inspect.signature(_evaluate_dataset).parameters) - {"ds", "split", "progress"}
 
 
 def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: ArrayLike | None = None, *,
@@ -58,6 +61,9 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
         With the file loaders' messages: NaN rows named, length mismatch, 1-D embeddings, one
         class, zero vectors under cosine, bad optional columns, unknown options' values.
     """
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise InputError("evaluate", f"unknown option(s) {unknown}.", f"use some of {', '.join(sorted(_OPTIONS))}.")
     if isinstance(embeddings, Dataset):
         given = [k for k, v in (("labels", labels), ("confidence", confidence), ("role", role), ("ids", ids))
                  if v is not None]

@@ -246,3 +246,12 @@ def test_split_named_twice_is_refused():
     assert evaluate(ds, within_split="test").split == evaluate(ds, split="test").split == "test"
     with pytest.raises(InputError, match="both split and within_split"):
         evaluate(ds, split="test", within_split="train")
+
+
+def test_unknown_option_is_an_input_error_naming_the_valid_ones():
+    X, y = _data()
+    with pytest.raises(InputError, match="similarty") as e:
+        evaluate(X, y, similarty="dot")
+    assert "similarity" in e.value.fix and "query_sample" in e.value.fix
+    with pytest.raises(InputError, match="unknown similarity"):
+        evaluate(X, y, similarity="manhattan")

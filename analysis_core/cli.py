@@ -90,7 +90,10 @@ def _load(args: argparse.Namespace) -> Dataset:
     names = [s.strip() for s in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.files):
         raise InputError("--names", f"{len(names)} names for {len(args.files)} files.", "give one name per file.")
-    return load_files(args.files, labels=args.labels, names=names, feature_prefix=args.feature_prefix)
+    ds = load_files(args.files, labels=args.labels, names=names, feature_prefix=args.feature_prefix)
+    for note in ds.notes:  # what the loaders assumed (a dropped index column, a header line)
+        sys.stderr.write(f"note: {note}\n")
+    return ds
 
 
 def _describe(ds: Dataset) -> str:

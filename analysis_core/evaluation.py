@@ -32,9 +32,13 @@ def _fmean(x: np.ndarray) -> float:
     return math.fsum(x.tolist()) / x.size if x.size else float("nan")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Evaluation:
-    """Results of evaluating every method of a dataset with the same settings."""
+    """Results of evaluating every method of a dataset with the same settings.
+
+    ``summary_frame()``: one row per method; ``to_dict()``: the ``summary.json`` document;
+    ``per_query(method)``: one row per query.
+    """
 
     dataset: Dataset
     similarity: str
@@ -53,6 +57,18 @@ class Evaluation:
     def methods(self) -> list[str]:
         return list(self.results)
 
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in (("split", self.split), ("query_sample", self.query_sample and
+                        self.query_sample.n), ("sampled_from_classes", self.sampled_from_classes)) if v)
+        return (f"Evaluation(source={self.dataset.source!r}, methods={self.methods}, n_items={self.rows.size}, "
+                f"n_queries={self.n_queries() - self.n_lone_queries()}, similarity={self.similarity!r}{extra})")
+
+    def _known(self, method: str) -> str:
+        if method not in self.results:
+            raise InputError(self.dataset.source, f"unknown method {method!r}.",
+                             f"use one of {', '.join(map(repr, self.methods))}.")
+        return method
+
     def n_queries(self) -> int:
         r = next(iter(self.results.values()))
         return int(r.query_items.size)
@@ -67,6 +83,8 @@ class Evaluation:
         the reason in ``excluded``."""
         parts: list[dict[str, np.ndarray]] = []
         ds = self.dataset
+        if method is not None:
+            self._known(method)
         for m, r in self.results.items():
             if method is not None and m != method:
                 continue
@@ -85,14 +103,15 @@ class Evaluation:
         return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
 
     def per_query(self, method: str | None = None):
-        """:meth:`per_query_columns` as a pandas DataFrame."""
+        """:meth:`per_query_columns` as a pandas DataFrame (one method, or all when ``None``);
+        an unknown method raises :class:`InputError` listing the known ones."""
         import pandas as pd
 
         return pd.DataFrame(self.per_query_columns(method))
 
     def pr_curves(self, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input row of each non-lone query, recall grid, curves) for one method."""
-        r = self.results[method]
+        r = self.results[self._known(method)]
         keep = r.values[:, 0] > 0
         return self.rows[r.query_items[keep]], r.recall_grid, r.pr_curves[keep]
 
@@ -107,7 +126,7 @@ class Evaluation:
         """Means over the queries (exact), or with query sampling stratified estimates, their
         intervals under ``intervals`` (same keys) and the pair statistics of the sampled queries.
         Computed once per evaluation (pages and exports ask again); callers get a deep copy."""
-        if method not in self._summaries:
+        if self._known(method) not in self._summaries:
             self._summaries[method] = self._method_summary(method)
         return copy.deepcopy(self._summaries[method])
 
@@ -176,6 +195,25 @@ class Evaluation:
         out["jsd"] = iv["estimate"]
 
     def summary(self) -> dict:
+        """Alias of :meth:`to_dict` (the name the CLI, report and dashboard use)."""
+        return self.to_dict()
+
+    def summary_frame(self):
+        """The summary metrics as a DataFrame, one row per method (with a ``split`` column when
+        one split was evaluated): ``map``, ``map_lower``, ``map_upper``, ``map_at_r``, ...,
+        ``recall_at_<k>``, ``precision_at_<k>``, ``grouped_recall_at_<k>`` (with its interval as
+        ``_low``/``_high``), pair statistics; with query sampling every estimate's ``1 - alpha``
+        interval as ``<metric>_low`` / ``<metric>_high``."""
+        import pandas as pd
+
+        rows = []
+        for m in self.results:
+            row = {"method": m, **({"split": self.split} if self.split is not None else {})}
+            row.update(_flatten_summary(self.method_summary(m)))
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
         """The ``summary.json`` document (SPEC section 5); keys are only ever added."""
         ds = self.dataset
         labels = ds.labels[self.rows]
@@ -197,6 +235,28 @@ class Evaluation:
             },
             "methods": {m: self.method_summary(m) for m in self.results},
         }
+
+
+def _flatten_summary(s: dict) -> dict[str, float]:
+    """One method's summary block as flat columns (see :meth:`Evaluation.summary_frame`)."""
+    out: dict[str, float] = {"map": s["map"]["expected"], "map_lower": s["map"]["lower"],
+                             "map_upper": s["map"]["upper"]}
+    for key, v in s.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key] = v
+        elif key in ("recall_at_k", "precision_at_k"):
+            out.update({f"{key[:-2]}_{k}": x for k, x in v.items()})
+        elif key == "ties":
+            out.update(v)
+        elif key == "grouped_recall_at_k":
+            for k, g in v["k"].items():
+                out[f"grouped_recall_at_{k}"] = g["mean"]
+                out[f"grouped_recall_at_{k}_low"] = g["ci_low"]
+                out[f"grouped_recall_at_{k}_high"] = g["ci_high"]
+    for key, iv in s.get("intervals", {}).items():
+        out[f"{key}_low"] = iv["low"]
+        out[f"{key}_high"] = iv["high"]
+    return out
 
 
 def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = DEFAULT_KS,

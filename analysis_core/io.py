@@ -5,23 +5,32 @@ Formats (SPEC section 1):
 * ``.npz`` with ``embeddings`` (or several ``embeddings_<method>``), ``labels`` and optional
   ``split``, ``confidence``, ``role``, ``id`` arrays;
 * ``.npy`` embeddings plus a labels file (``.npy``, ``.csv`` or ``.txt``, one label per line);
-* ``.csv`` / ``.parquet`` with a ``label`` column, the optional columns, and the vector as numeric
+* ``.csv`` / ``.tsv`` / ``.parquet`` with a ``label`` column, the optional columns, and the vector as numeric
   columns (all remaining numeric columns, or those starting with a prefix) or one list column
   ``embedding``;
 * several files with the same labels = several methods (name = file stem unless given).
 
-Files are never unpickled: ``np.load(..., allow_pickle=False)``, object arrays are refused, and a
-pickle stream is recognised by its first byte and refused before anything is parsed.
+Files are sniffed by content before anything is parsed: pickles (every protocol), PyTorch, HDF5 and
+safetensors files and images are refused with how to convert them. Files are never unpickled:
+``allow_pickle=False``, object arrays refused from their header. An archive's declared array sizes
+are checked (against its real size and a memory limit) before anything is allocated; ``.npy``
+files on disk are memory-mapped. CSV/TSV: delimiter sniffed, a written-out index column dropped
+with a note, labels kept as text unless all are plain integers; a labels file's header line is
+recognised. What a reader assumed is kept in ``Dataset.notes``.
 Every problem raises :class:`~analysis_core.errors.InputError` naming the file, the row/column and
 the fix.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import io
+import math
+import os
+import re
 import zipfile
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,16 +45,20 @@ if TYPE_CHECKING:
 OPTIONAL_COLUMNS = ("split", "confidence", "role", "id")
 ROLES = ("query", "gallery", "both")
 SIMILARITIES = ("cosine", "dot", "euclidean")
-_PICKLE_MAGIC = (b"\x80",)  # protocol 2+ pickles start with PROTO (0x80)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Dataset:
     """Labels, one or more methods' embeddings, and optional per-item columns.
 
-    ``embeddings`` maps method name -> (N, d) float32 array (d may differ between methods).
-    ``label_codes`` are dense integer codes of ``labels`` in sorted label order, so they depend on
-    the set of labels only, not on row order.
+    Construction validates with the loaders' checks and messages (:class:`InputError`): finite
+    2-D embeddings of equal row counts, one label per row, well-formed optional columns, at least
+    two items in two classes. ``embeddings`` maps method name -> (N, d) array (anything with
+    ``__array__`` or ``__dlpack__``); it is stored as float64 when given as float64, else
+    float32, C-contiguous (d may differ between methods). ``label_codes`` are dense integer codes
+    of ``labels`` in sorted label order, so they depend on the set of labels only, not on row
+    order. ``notes`` are what the loaders changed or assumed (e.g. a dropped CSV index column);
+    front ends show them to the user.
     """
 
     labels: np.ndarray
@@ -55,13 +68,59 @@ class Dataset:
     role: np.ndarray | None = None
     ids: np.ndarray | None = None
     source: str = "dataset"
-    label_codes: np.ndarray = field(init=False, repr=False)
-    class_names: np.ndarray = field(init=False, repr=False)
+    notes: tuple[str, ...] = ()
+    label_codes: np.ndarray = field(init=False)
+    class_names: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        src = self.source
+        if not isinstance(self.embeddings, Mapping) or not self.embeddings:
+            raise _bad(src, "embeddings must be a non-empty dict of method name -> (n_items, dim) array.",
+                       "pass embeddings={'name': array}.")
+        embs: dict[str, np.ndarray] = {}
+        n = None
+        for m, e in self.embeddings.items():
+            what = "embeddings" if len(self.embeddings) == 1 else f"embeddings_{m}"
+            e = _check_embeddings(_as_array(e, src, what), src, what)
+            if n is None:
+                n = e.shape[0]
+            elif e.shape[0] != n:
+                raise _bad(src, f"method '{m}' has {e.shape[0]} rows but method '{next(iter(embs))}' has {n}.",
+                           "give every method the same items in the same order.")
+            embs[str(m)] = e
+        fields = {"embeddings": embs, "labels": _check_labels(_as_array(self.labels, src, "labels"), n, src)}
+        for name, col in (("split", "split"), ("confidence", "confidence"), ("role", "role"), ("ids", "id")):
+            v = getattr(self, name)
+            if v is not None:
+                fields[name] = _check_optional(col, _as_array(v, src, col), n, src)
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "notes", tuple(self.notes))
+        self._derive()
+        _check_classes(self)
+
+    def _derive(self) -> None:
         names, codes = np.unique(self.labels, return_inverse=True)
         object.__setattr__(self, "class_names", names)
         object.__setattr__(self, "label_codes", codes.astype(np.int64).ravel())
+
+    @classmethod
+    def _from_checked(cls, **fields) -> Dataset:
+        """A Dataset from arrays that already passed the checks (a subset of a valid Dataset, or
+        arrays the loaders checked file by file with file names in the messages): skips the O(N d)
+        finiteness pass a second time."""
+        ds = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.init:
+                object.__setattr__(ds, f.name, fields.get(f.name, f.default))
+        ds._derive()
+        return ds
+
+    def __repr__(self) -> str:
+        methods = ", ".join(f"{m}: {e.shape[1]}-d" for m, e in self.embeddings.items())
+        cols = [c for c in ("split", "confidence", "role", "ids") if getattr(self, c) is not None]
+        return (f"Dataset(source={self.source!r}, n_items={self.n_items}, n_classes={self.n_classes}, "
+                f"methods={{{methods}}}" + (f", columns={cols}" if cols else "") + ")")
 
     @property
     def n_items(self) -> int:
@@ -76,29 +135,18 @@ class Dataset:
         return list(self.embeddings)
 
     def subset(self, rows: np.ndarray) -> Dataset:
-        """The dataset restricted to ``rows`` (indices or boolean mask), in that order."""
+        """The dataset restricted to ``rows`` (indices or boolean mask), in that order. The rows
+        are already valid; settings-dependent checks (:func:`validate`) still apply to the subset."""
         rows = np.asarray(rows)
-        def take(a):
-            return (None if a is None else a[rows])
-        return Dataset(
-            labels=self.labels[rows],
-            embeddings={m: e[rows] for m, e in self.embeddings.items()},
-            split=take(self.split), confidence=take(self.confidence), role=take(self.role),
-            ids=take(self.ids), source=self.source,
-        )
 
-    def digest(self) -> str:
-        """A content digest (labels, embeddings, optional columns) for caching."""
-        h = hashlib.blake2b(digest_size=16)
-        for name in ("labels", "split", "confidence", "role", "ids"):
-            a = getattr(self, name)
-            h.update(name.encode())
-            if a is not None:
-                h.update(np.ascontiguousarray(a).astype(str if a.dtype.kind in "OUS" else a.dtype).tobytes())
-        for m, e in self.embeddings.items():
-            h.update(m.encode())
-            h.update(np.ascontiguousarray(e).tobytes())
-        return h.hexdigest()
+        def take(a):
+            return None if a is None else a[rows]
+
+        return Dataset._from_checked(
+            labels=self.labels[rows], embeddings={m: e[rows] for m, e in self.embeddings.items()},
+            split=take(self.split), confidence=take(self.confidence), role=take(self.role), ids=take(self.ids),
+            source=self.source, notes=self.notes,
+        )
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -115,7 +163,44 @@ def _rows(idx: np.ndarray, limit: int = 5) -> str:
     return f"row{'s' if idx.size > 1 else ''} {shown}{more}"
 
 
+def _as_array(x, source: str, what: str) -> np.ndarray:
+    """``x`` as a NumPy array without copying when possible: NumPy arrays, lists, anything with
+    ``__array__`` (pandas, most array libraries) or only ``__dlpack__`` (a CPU torch/JAX/CuPy-host
+    tensor: read through the DLPack protocol, so torch need not be imported here)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__array__") or not hasattr(x, "__dlpack__"):
+        try:
+            return np.asarray(x)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise _bad(source, f"'{what}' could not be read as an array ({exc}).",
+                       "pass a NumPy array (for a GPU tensor: tensor.detach().cpu().numpy()).") from exc
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        raise _bad(source, f"'{what}' could not be read through DLPack ({exc}).",
+                   "move it to the CPU first (tensor.detach().cpu()) or pass a NumPy array.") from exc
+
+
+def _nonfinite(a: np.ndarray, chunk_bytes: int = 64 << 20) -> tuple[np.ndarray, int, int]:
+    """(rows holding NaN/inf, first bad row, its first bad column), checked in row chunks so a
+    memory-mapped file is never materialised whole; rows empty when all is finite."""
+    step = max(1, chunk_bytes // max(1, a.shape[1] * a.itemsize))
+    bad_rows = []
+    first = (-1, -1)
+    for i in range(0, a.shape[0], step):
+        ok = np.isfinite(a[i:i + step])
+        if not ok.all():
+            r = np.nonzero(~ok.all(axis=1))[0]
+            if not bad_rows:
+                first = (i + int(r[0]), int(np.nonzero(~ok[r[0]])[0][0]))
+            bad_rows.append(i + r)
+    return (np.concatenate(bad_rows) if bad_rows else np.zeros(0, np.int64)), *first
+
+
 def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> np.ndarray:
+    """Numeric, 2-D, non-empty, finite; returned C-contiguous as float64 if given as float64,
+    else float32 (a C-contiguous float32/float64 array, memory-mapped or not, is not copied)."""
     if a.dtype == object:
         raise _bad(source, f"'{what}' is an object array, which could only be read by unpickling.",
                    "save it as a numeric array (e.g. np.asarray(x, dtype=np.float32)).")
@@ -130,12 +215,11 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
                    "flatten each item's vector into one row.")
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise _bad(source, f"'{what}' is empty (shape {a.shape}).", "provide at least two items with a vector each.")
-    a = np.asarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
-    finite = np.isfinite(a)
-    if not finite.all():
-        r, c = np.nonzero(~finite)
-        raise _bad(source, f"'{what}' has NaN or infinite values at {_rows(np.unique(r))} "
-                   f"(first at row {r[0]}, column {c[0]}).",
+    a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
+    rows, r0, c0 = _nonfinite(a)
+    if rows.size:
+        raise _bad(source, f"'{what}' has NaN or infinite values at {_rows(rows)} "
+                   f"(first at row {r0}, column {c0}).",
                    "remove or repair those rows; nothing is dropped silently.")
     return a
 
@@ -206,19 +290,26 @@ def _check_optional(name: str, values: np.ndarray, n: int, source: str) -> np.nd
     return values.astype(str)
 
 
-def validate(ds: Dataset, similarity: str = "cosine") -> None:
-    """Checks that depend on the evaluation settings (raise :class:`InputError`)."""
-    if similarity not in SIMILARITIES:
-        raise _bad(ds.source, f"unknown similarity '{similarity}'.", f"use one of {', '.join(SIMILARITIES)}.")
+def _check_classes(ds: Dataset) -> None:
+    """Checks of the content that hold whatever the settings: two items, two classes."""
     if ds.n_classes < 2:
         raise _bad(ds.source, f"all {ds.n_items} items are in one class ('{ds.class_names[0]}'); "
                    "retrieval of same-class items cannot be scored.",
                    "provide items of at least two classes.")
     if ds.n_items < 2:
         raise _bad(ds.source, "fewer than two items.", "provide at least two items.")
+
+
+def validate(ds: Dataset, similarity: str = "cosine") -> None:
+    """Checks that depend on the evaluation settings, and the content checks again for subsets
+    (a split or a class sample of a valid dataset may hold one class): raise :class:`InputError`."""
+    if similarity not in SIMILARITIES:
+        raise _bad(ds.source, f"unknown similarity '{similarity}'.", f"use one of {', '.join(SIMILARITIES)}.")
+    _check_classes(ds)
     if similarity == "cosine":
         for m, e in ds.embeddings.items():
-            zero = ~np.any(e != 0, axis=1)
+            step = max(1, (64 << 20) // max(1, e.shape[1] * e.itemsize))  # row chunks: no N x d temporary
+            zero = np.concatenate([~np.any(e[i:i + step] != 0, axis=1) for i in range(0, e.shape[0], step)])
             if zero.any():
                 raise _bad(f"{ds.source} [{m}]", f"all-zero vectors at {_rows(np.nonzero(zero)[0])} have no "
                            "direction, so cosine similarity is undefined for them.",
@@ -230,113 +321,333 @@ def validate(ds: Dataset, similarity: str = "cosine") -> None:
             raise _bad(ds.source, "no item has role 'gallery' or 'both'.", "mark some items as gallery.")
 
 
-# --------------------------------------------------------------------------- readers
+# --------------------------------------------------------------------------- reading files
+
+_BINARY_SUFFIXES = {"", ".npy", ".npz", ".pt", ".pth", ".pkl", ".pickle", ".bin", ".ckpt", ".h5", ".hdf5",
+                    ".safetensors", ".joblib"}
+# opcodes a protocol 0/1 pickle can start with (protocol 2+ starts with PROTO, 0x80)
+_PICKLE0_FIRST = frozenset(b"(c]})NILFSVJKMGUTX")
+_TO_NPZ = "numpy.savez('embeddings.npz', embeddings=X, labels=y)"
+# what a sniffed file is, and how to convert it (every refusal names both)
+_REFUSED_KINDS = {
+    "pickle": ("is a Python pickle (pickle.dump, joblib, or torch.save in the legacy format); pickles can "
+               "run code when loaded and are never read",
+               f"save arrays instead: {_TO_NPZ}, with X = tensor.detach().cpu().numpy() for a tensor; or "
+               "CSV/Parquet."),
+    "torch": ("is a PyTorch file (torch.save, zip format); it holds pickled objects and is never unpickled",
+              "convert it in Python: numpy.savez('embeddings.npz', embeddings=tensor.detach().cpu().numpy(), "
+              "labels=labels.numpy())."),
+    "hdf5": ("is an HDF5 file (h5py, Keras, MATLAB v7.3), which is not read directly",
+             "convert it: with h5py.File(path) as f: numpy.savez('embeddings.npz', "
+             "embeddings=f['<vectors>'][()], labels=f['<labels>'][()])."),
+    "safetensors": ("is a safetensors file, which is not read directly",
+                    "convert it: from safetensors.numpy import load_file; t = load_file(path); "
+                    "numpy.savez('embeddings.npz', embeddings=t['<name>'], labels=y)."),
+    "png": ("is a PNG image, not an array file", f"save the vectors themselves: {_TO_NPZ}."),
+    "jpeg": ("is a JPEG image, not an array file", f"save the vectors themselves: {_TO_NPZ}."),
+    "gzip": ("is gzip-compressed", "decompress it first (gunzip), or save with numpy.savez_compressed."),
+    "zip": ("is a zip archive but not a NumPy .npz (it holds no .npy arrays)", f"create it with {_TO_NPZ}."),
+}
 
 
-def _refuse_pickle(data: bytes, source: str) -> None:
-    if data[:1] in _PICKLE_MAGIC:
-        raise _bad(source, "the file is a Python pickle; pickles can run code when loaded and are never read.",
-                   "save arrays with np.save/np.savez (allow_pickle=False) or as CSV/Parquet.")
+class _Input:
+    """One input file: its name, and its bytes in memory (an upload) or its path on disk (read lazily,
+    so a ``.npy`` can be memory-mapped and an ``.npz`` opened without reading it whole)."""
+
+    def __init__(self, name: str, data: bytes | Path) -> None:
+        self.name = name
+        self.path = data if isinstance(data, Path) else None
+        self.data = None if isinstance(data, Path) else data
+        self.size = self.path.stat().st_size if self.path is not None else len(data)
+        self.suffix = Path(name).suffix.lower()
+
+    def open(self) -> io.BufferedIOBase:
+        return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data)
+
+    def read(self) -> bytes:
+        return self.path.read_bytes() if self.path is not None else self.data
+
+    def head(self, n: int) -> bytes:
+        with self.open() as f:
+            return f.read(n)
+
+    def tail(self, n: int) -> bytes:
+        with self.open() as f:
+            f.seek(max(0, self.size - n))
+            return f.read(n)
 
 
-def _np_load(data: bytes, source: str):
-    if not data:
-        raise _bad(source, "the file is empty.", "check the upload or the path.")
-    _refuse_pickle(data, source)
+def _is_pickle0(inp: _Input) -> bool:
+    """A protocol 0/1 pickle: starts with a pickle opcode, ends with STOP, and parses as a stream of
+    opcodes (pickletools reads opcodes without executing anything). Only asked of binary-suffixed
+    files: CSV text can start with '(' or 'c' too."""
+    if inp.head(1)[:1] not in {bytes([b]) for b in _PICKLE0_FIRST} or inp.tail(1) != b".":
+        return False
+    import pickletools
+
     try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise _bad(source, "it holds object arrays, which can only be read by unpickling; they are refused.",
-                       "save numeric or string arrays (np.asarray(x, dtype=float/str)).") from exc
-        raise _bad(source, f"not a readable NumPy file ({exc}).", "re-save it with np.save / np.savez.") from exc
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise _bad(source, f"corrupt or truncated archive ({exc.__class__.__name__}: {exc}).",
-                   "re-save the file with np.savez and upload it again.") from exc
+        with inp.open() as f:
+            for _ in pickletools.genops(f):
+                pass
+    except Exception:  # noqa: BLE001 - anything unparsable is not a pickle
+        return False
+    return True
 
 
-def _read_npz(data: bytes, source: str, method: str | None) -> tuple[dict, dict]:
-    arch = _np_load(data, source)
-    if not isinstance(arch, np.lib.npyio.NpzFile):
-        raise _bad(source, "expected an .npz archive but found a single array.",
-                   "use np.savez(path, embeddings=..., labels=...), or name the file .npy and give --labels.")
+def _sniff(inp: _Input) -> str | None:
+    """What the file is, from its content: npy, npz, parquet, a refused kind, ``corrupt_zip``, or None."""
+    head = inp.head(16)
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        try:
+            with zipfile.ZipFile(inp.open()) as zf:
+                names = zf.namelist()
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return "corrupt_zip"
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return "torch"
+        return "npz" if names and all(n.endswith(".npy") for n in names) else "zip"
+    for magic, kind in ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"\x89HDF\r\n\x1a\n", "hdf5"),
+                        (b"\x80", "pickle"), (b"PAR1", "parquet"), (b"\x1f\x8b", "gzip")):
+        if head.startswith(magic):
+            return kind
+    if len(head) >= 10 and head[8:10] == b'{"' and 0 < int.from_bytes(head[:8], "little") <= inp.size - 8:
+        return "safetensors"
+    if inp.suffix in _BINARY_SUFFIXES and _is_pickle0(inp):
+        return "pickle"
+    return None
+
+
+def _refuse_kind(kind: str | None, name: str) -> None:
+    if kind in _REFUSED_KINDS:
+        what, fix = _REFUSED_KINDS[kind]
+        raise _bad(name, f"the file {what}.", fix)
+    if kind == "corrupt_zip":
+        raise _bad(name, "corrupt or truncated archive (the zip directory cannot be read).",
+                   "re-save the file with numpy.savez and load it again.")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux MemAvailable, else free pages)."""
     try:
-        keys = list(arch.files)
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_max_bytes() -> int:
+    """The default limit on the arrays one file may declare: half the memory available now (the
+    evaluation needs about as much again for its own copies), or 8 GiB where that is unknown."""
+    avail = _available_memory()
+    return avail // 2 if avail else 8 << 30
+
+
+def _size(n: int) -> str:
+    for unit, b in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= b:
+            return f"{n / b:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _npy_header(f, name: str, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header length) of a .npy stream, read without touching the data."""
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        else:  # 2.0 and 3.0 differ only in the header's text encoding
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        return tuple(int(x) for x in shape), dtype, f.tell()
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
+        raise _bad(name, f"array '{what}' has an unreadable .npy header ({exc}).",
+                   "re-save it with numpy.save / numpy.savez.") from exc
+
+
+def _check_declared(name: str, what: str, shape: tuple[int, ...], dtype: np.dtype, available: int,
+                    limit: int | None, already: int = 0) -> int:
+    """Refuse before allocating: object arrays, a header claiming more data than the file holds, and
+    arrays larger than ``limit`` bytes (together with ``already`` declared by the same file)."""
+    if dtype.hasobject:
+        raise _bad(name, f"array '{what}' is an object array, which can only be read by unpickling; refused.",
+                   f"save '{what}' as a numeric or string array (np.asarray(x, dtype=float/str)).")
+    declared = math.prod(shape) * dtype.itemsize
+    desc = f"shape {shape}, dtype {dtype}, {_size(declared)}"
+    if declared > available:
+        raise _bad(name, f"array '{what}' declares {desc}, but the file holds only {_size(available)} of data: "
+                   "it is truncated or corrupt.", "re-save it with numpy.save / numpy.savez and load it again.")
+    if limit is not None and already + declared > limit:
+        raise _bad(name, f"array '{what}' declares {desc}, over the limit of {_size(limit)} for one file "
+                   "(default: half the memory available).",
+                   "check the array's shape; if it is right, pass a larger max_bytes= to load/load_files "
+                   "or free memory.")
+    return declared
+
+
+def _read_npy(inp: _Input, what: str, max_bytes: int | None) -> np.ndarray:
+    """A .npy file, memory-mapped when it is on disk, else read after its header was checked."""
+    with inp.open() as f:
+        shape, dtype, offset = _npy_header(f, inp.name, what)
+    on_disk = inp.path is not None  # memory-mapped: nothing is allocated, only the size is checked
+    limit = None if on_disk else (default_max_bytes() if max_bytes is None else max_bytes)
+    _check_declared(inp.name, what, shape, dtype, inp.size - offset, limit)
+    try:
+        if on_disk:
+            return np.load(inp.path, mmap_mode="r", allow_pickle=False)
+        return np.load(io.BytesIO(inp.data), allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        raise _bad(inp.name, f"not a readable NumPy file ({exc}).", "re-save it with numpy.save.") from exc
+
+
+def _read_npz(inp: _Input, method: str | None, max_bytes: int | None) -> tuple[dict, dict]:
+    """The arrays of an .npz: every used member's header is checked (object dtype, declared size
+    against the member's real size and against ``max_bytes``) before any array is allocated."""
+    name = inp.name
+    try:
+        zf = zipfile.ZipFile(inp.open())
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise _bad(name, f"corrupt or truncated archive ({exc.__class__.__name__}: {exc}).",
+                   "re-save the file with numpy.savez and load it again.") from exc
+    with zf:
+        members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
+        keys = list(members)
         emb_keys = [k for k in keys if k == "embeddings" or k.startswith("embeddings_")]
         if not emb_keys:
-            raise _bad(source, f"no 'embeddings' array (found: {', '.join(keys) or 'nothing'}).",
+            raise _bad(name, f"no 'embeddings' array (found: {', '.join(keys) or 'nothing'}).",
                        "store vectors as 'embeddings' or 'embeddings_<method>'.")
         if "labels" not in keys:
-            raise _bad(source, f"no 'labels' array (found: {', '.join(keys)}).", "store one label per row as 'labels'.")
-        embs = {}
-        for k in emb_keys:
-            name = (method or Path(source).stem) if k == "embeddings" else k[len("embeddings_"):]
-            embs[name] = _load_member(arch, k, source)
-        cols = {"labels": _load_member(arch, "labels", source)}
-        for c in OPTIONAL_COLUMNS:
-            if c in keys:
-                cols[c] = _load_member(arch, c, source)
-        return embs, cols
-    finally:
-        arch.close()
+            raise _bad(name, f"no 'labels' array (found: {', '.join(keys)}).", "store one label per row as 'labels'.")
+        used = [*emb_keys, "labels", *(c for c in OPTIONAL_COLUMNS if c in keys)]
+        limit = default_max_bytes() if max_bytes is None else max_bytes
+        total = 0
+        try:
+            for k in used:
+                info = zf.getinfo(members[k])
+                with zf.open(info) as f:
+                    shape, dtype, offset = _npy_header(f, name, k)
+                total += _check_declared(name, k, shape, dtype, info.file_size - offset, limit, total)
+            arrays = {}
+            for k in used:
+                with zf.open(members[k]) as f:
+                    arrays[k] = np.lib.format.read_array(f, allow_pickle=False)
+        except InputError:
+            raise
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+            raise _bad(name, f"corrupt or truncated archive ({exc.__class__.__name__}: {exc}).",
+                       "re-save the file with numpy.savez and load it again.") from exc
+    embs = {((method or Path(name).stem) if k == "embeddings" else k[len("embeddings_"):]): arrays[k]
+            for k in emb_keys}
+    return embs, {c: arrays[c] for c in ("labels", *OPTIONAL_COLUMNS) if c in arrays}
 
 
-def _load_member(arch, key: str, source: str) -> np.ndarray:
-    try:
-        return arch[key]
-    except ValueError as exc:
-        raise _bad(source, f"array '{key}' is an object array, which can only be read by unpickling; refused.",
-                   f"save '{key}' as a numeric or string array.") from exc
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise _bad(source, f"array '{key}' is corrupt ({exc}).", "re-save the archive.") from exc
+_INT_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+_ALL_INT_TEXT = re.compile(r"(?:-?(?:0|[1-9][0-9]*)\n)*-?(?:0|[1-9][0-9]*)")
+_LABEL_HEADERS = {"label", "labels", "class", "classes", "target", "targets", "y", "category"}
 
 
-def _read_labels_file(data: bytes, source: str) -> np.ndarray:
-    suffix = Path(source).suffix.lower()
-    if suffix == ".npy":
-        a = _np_load(data, source)
-        return np.asarray(a)
+def _labels_from_text(values: Sequence[str]) -> np.ndarray:
+    """Labels read from text: integers when every label is written as a plain integer ("7", "-3"),
+    else the text as written (so "007" and "7" stay two classes)."""
+    vals = np.array([str(v).strip() for v in values])
+    if vals.size and _all_int_text(vals.tolist()):
+        try:
+            return vals.astype(np.int64)
+        except (ValueError, OverflowError):
+            return vals
+    return vals
+
+
+def _all_int_text(values: list[str]) -> bool:
+    """Every value a plain integer literal; one regex pass over the joined text (fast for 10^6 labels)."""
+    return bool(values) and _ALL_INT_TEXT.fullmatch("\n".join(values)) is not None
+
+
+def _delimiter(data: bytes, suffix: str) -> str:
+    """The field separator, from the header line: tab, semicolon or comma (the most frequent)."""
+    first = next((ln for ln in data[:65536].decode("utf-8", errors="replace").splitlines() if ln.strip()), "")
+    counts = {sep: first.count(sep) for sep in ("\t", ";", ",")}
+    best = max(counts, key=lambda s: counts[s])
+    if counts[best] == 0:
+        return "\t" if suffix == ".tsv" else ","
+    return best
+
+
+def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarray:
+    """One label per line (.txt), a one-column or 'label'-column table (.csv/.tsv), or a .npy. A
+    first line that is a header ('label', 'class', ..., or text above integer labels when there is
+    one line too many) is recognised and reported in ``notes``."""
+    name = inp.name
+    if inp.suffix == ".npy":
+        _refuse_kind(_sniff(inp), name)
+        return np.asarray(_read_npy(inp, "labels", None))
+    _refuse_kind(_sniff(inp), name)
+    data = inp.read()
     if not data.strip():
-        raise _bad(source, "the labels file is empty.", "write one label per line.")
-    if suffix == ".csv":
-        df = _read_csv(data, source)
-        col = "label" if "label" in df.columns else (df.columns[0] if df.shape[1] == 1 else None)
-        if col is None:
-            raise _bad(source, f"no 'label' column (columns: {', '.join(map(str, df.columns))}).",
-                       "name the labels column 'label'.")
-        return df[col].to_numpy()
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    vals = np.array([ln.strip() for ln in lines])
-    try:
-        as_int = vals.astype(np.int64)
-        return as_int
-    except ValueError:
-        return vals
+        raise _bad(name, "the labels file is empty.", "write one label per line.")
+    if inp.suffix in (".csv", ".tsv"):
+        import pandas as pd
+
+        try:
+            df = pd.read_csv(io.BytesIO(data), sep=_delimiter(data, inp.suffix), header=None, dtype=str,
+                             keep_default_na=False, skip_blank_lines=True)
+        except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+            raise _bad(name, f"not a readable CSV ({exc}).", "write one label per line.") from exc
+        first = [str(c).strip().lower() for c in df.iloc[0].tolist()]
+        if df.shape[1] > 1:
+            if "label" not in first:
+                raise _bad(name, f"no 'label' column (columns: {', '.join(first)}).", "name the labels column 'label'.")
+            notes.append(f"{name}: first row read as a header; labels from its 'label' column.")
+            return _labels_from_text(df.iloc[1:, first.index("label")].tolist())
+        values = df.iloc[:, 0].tolist()
+    else:
+        values = data.decode("utf-8", errors="replace").splitlines()
+        while values and not values[-1].strip():
+            values.pop()
+    values = [str(v).strip() for v in values]
+    head = values[0]
+    one_extra = n is not None and len(values) == n + 1
+    if head.lower() in _LABEL_HEADERS or (one_extra and not _INT_TEXT.fullmatch(head)
+                                          and _all_int_text(values[1:])):
+        notes.append(f"{name}: first line {head!r} read as a header, not a label.")
+        values = values[1:]
+    elif one_extra:
+        raise _bad(name, f"{len(values)} labels for {n} embedding rows (one too many; is the first line "
+                   f"{head!r} a header?).", "remove the header line, or name it 'label'.")
+    return _labels_from_text(values)
 
 
-def _read_csv(data: bytes, source: str) -> pd.DataFrame:
+def _read_csv(inp: _Input, notes: list[str]) -> pd.DataFrame:
     import pandas as pd
 
+    name = inp.name
+    data = inp.read()
     if not data.strip():
-        raise _bad(source, "the file is empty.", "check the upload or the path.")
+        raise _bad(name, "the file is empty.", "check the upload or the path.")
+    sep = _delimiter(data, inp.suffix)
+    if inp.suffix == ".csv" and sep != ",":
+        notes.append(f"{name}: read as {'tab' if sep == chr(9) else 'semicolon'}-separated.")
     try:
-        return pd.read_csv(io.BytesIO(data))
+        # text columns as text: labels "007" and "7" stay distinct, ids keep leading zeros
+        return pd.read_csv(io.BytesIO(data), sep=sep, dtype={c: str for c in ("label", "split", "role", "id")})
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise _bad(source, f"not a readable CSV ({exc}).",
+        raise _bad(name, f"not a readable CSV ({exc}).",
                    "save it as comma-separated text with a header row.") from exc
 
 
-def _read_parquet(data: bytes, source: str) -> pd.DataFrame:
+def _read_parquet(inp: _Input) -> pd.DataFrame:
     import pandas as pd
 
-    if not data:
-        raise _bad(source, "the file is empty.", "check the upload or the path.")
     try:
-        return pd.read_parquet(io.BytesIO(data))
+        return pd.read_parquet(inp.path if inp.path is not None else io.BytesIO(inp.data))
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
-        raise _bad(source, f"not a readable Parquet file ({exc.__class__.__name__}: {exc}).",
+        raise _bad(inp.name, f"not a readable Parquet file ({exc.__class__.__name__}: {exc}).",
                    "re-save it with DataFrame.to_parquet.") from exc
 
 
@@ -355,19 +666,39 @@ def _parse_list_cell(v, row: int, source: str) -> np.ndarray:
                    "store vectors as lists of numbers.") from exc
 
 
-def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: str | None) -> tuple[dict, dict]:
+def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: str | None,
+                     notes: list[str], text: bool) -> tuple[dict, dict]:
+    """Columns of a table; ``text``: read from CSV/TSV text (labels converted by
+    :func:`_labels_from_text`), else typed (Parquet: string labels stay strings)."""
     import pandas as pd
 
     if df.shape[0] == 0:
         raise _bad(source, "the table has no rows.", "provide at least two items.")
     df.columns = [str(c) for c in df.columns]
+    unnamed = [c for c in df.columns if c.startswith("Unnamed: ")]
+    if unnamed:
+        c = unnamed[0]
+        v = df[c]
+        if c == df.columns[0] and pd.api.types.is_integer_dtype(v) and np.array_equal(v.to_numpy(),
+                                                                                        np.arange(len(df))):
+            notes.append(f"{source}: column 1 has no header and holds 0..{len(df) - 1}, the row index "
+                         "DataFrame.to_csv writes by default; it was dropped (write with index=False to avoid it).")
+            df = df.drop(columns=[c])
+        else:
+            raise _bad(source, f"column {df.columns.get_loc(c) + 1} has no header ('{c}'), so it cannot be told "
+                       "apart from a written-out index.",
+                       "name it (e.g. 'id' to keep it as item ids), or write the table with index=False.")
     if "label" not in df.columns:
         raise _bad(source, f"no 'label' column (columns: {', '.join(df.columns[:10])}).",
                    "name the class column 'label'.")
-    cols = {"labels": df["label"].to_numpy()}
+    lab = df["label"]
+    if lab.isna().any():
+        raise _bad(source, f"missing labels at {_rows(np.nonzero(lab.isna().to_numpy())[0])}.",
+                   "give every item a label.")
+    cols = {"labels": _labels_from_text(lab.tolist()) if text else lab.to_numpy()}
     for c in OPTIONAL_COLUMNS:
         if c in df.columns:
-            cols[c] = df[c].to_numpy()
+            cols[c] = df[c].to_numpy(dtype=object) if c != "confidence" else df[c].to_numpy()
     name = method or Path(source).stem
     if "embedding" in df.columns:
         vecs = [_parse_list_cell(v, i, source) for i, v in enumerate(df["embedding"].tolist())]
@@ -396,27 +727,50 @@ def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: 
     return {name: df[feat].to_numpy()}, cols
 
 
-def read_bytes(name: str, data: bytes, *, labels: tuple[str, bytes] | None = None,
-               method: str | None = None, feature_prefix: str | None = None) -> tuple[dict, dict]:
-    """Parse one file's bytes into (methods -> embeddings, columns). No cross-file checks."""
-    suffix = Path(name).suffix.lower()
+def read_bytes(name: str, data: bytes | Path, *, labels: tuple[str, bytes | Path] | None = None,
+               method: str | None = None, feature_prefix: str | None = None, max_bytes: int | None = None,
+               notes: list[str] | None = None) -> tuple[dict, dict]:
+    """Parse one file (its bytes, or its path on disk) into (methods -> embeddings, columns); no
+    cross-file checks. The content is sniffed first: pickles, PyTorch, HDF5, safetensors files and
+    images are refused with how to convert them, whatever their name. ``max_bytes`` limits what
+    one archive may declare (default :func:`default_max_bytes`); ``notes`` collects what the reader
+    assumed (a dropped index column, a header line)."""
+    notes = [] if notes is None else notes
+    inp = _Input(name, data)
+    if inp.size == 0:
+        raise _bad(name, "the file is empty.", "check the upload or the path.")
+    kind = _sniff(inp)
+    _refuse_kind(kind, name)
+    suffix = inp.suffix
     if suffix == ".npz":
-        return _read_npz(data, name, method)
+        if kind == "npy":
+            raise _bad(name, "expected an .npz archive but found a single array.",
+                       "use np.savez(path, embeddings=..., labels=...), or name the file .npy and give --labels.")
+        if kind != "npz":
+            raise _bad(name, "not a NumPy .npz archive (no zip signature; corrupt or another format).",
+                       f"create it with {_TO_NPZ}.")
+        return _read_npz(inp, method, max_bytes)
     if suffix == ".npy":
-        arr = _np_load(data, name)
-        if isinstance(arr, np.lib.npyio.NpzFile):
+        if kind == "npz":
             raise _bad(name, "named .npy but is an .npz archive.", "rename it to .npz.")
+        if kind != "npy":
+            raise _bad(name, "not a NumPy .npy file (no NumPy signature; corrupt or another format).",
+                       "save the embeddings with numpy.save(path, X).")
+        arr = _read_npy(inp, "embeddings", max_bytes)
         if labels is None:
             raise _bad(name, "an .npy file holds embeddings only; labels are missing.",
                        "give the labels file too (--labels labels.npy|.csv|.txt, or upload it beside).")
-        return {method or Path(name).stem: arr}, {"labels": _read_labels_file(labels[1], labels[0])}
-    if suffix in (".csv", ".parquet", ".pq"):
-        df = _read_csv(data, name) if suffix == ".csv" else _read_parquet(data, name)
-        return _table_to_arrays(df, name, feature_prefix, method)
-    raise _bad(name, f"unsupported file type '{suffix or '(none)'}'.", "use .npz, .npy (+ labels), .csv or .parquet.")
+        n = arr.shape[0] if arr.ndim >= 1 else None
+        return {method or Path(name).stem: arr}, {"labels": _read_labels_file(_Input(*labels), n, notes)}
+    if suffix in (".csv", ".tsv"):
+        return _table_to_arrays(_read_csv(inp, notes), name, feature_prefix, method, notes, text=True)
+    if suffix in (".parquet", ".pq"):
+        return _table_to_arrays(_read_parquet(inp), name, feature_prefix, method, notes, text=False)
+    raise _bad(name, f"unsupported file type '{suffix or '(none)'}'.",
+               "use .npz, .npy (+ labels), .csv, .tsv or .parquet.")
 
 
-def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]]) -> Dataset:
+def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[str] = ()) -> Dataset:
     """Combine parsed files (name, embeddings, columns) into one Dataset; files = methods."""
     if not parts:
         raise _bad("input", "no files given.", "give at least one file.")
@@ -433,7 +787,7 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]]) -> Dataset:
                            "every file must hold the same items in the same order.")
             if m in embeddings:
                 raise _bad(name, f"method name '{m}' is used twice.", "rename one of the files (or the array).")
-            embeddings[m] = np.ascontiguousarray(e, dtype=np.float32)
+            embeddings[m] = e
         labs = _check_labels(cols["labels"], n, name)
         if name != first_name:
             ref = _check_labels(first_cols["labels"], n, first_name)
@@ -444,13 +798,18 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]]) -> Dataset:
     labels = _check_labels(first_cols["labels"], n, first_name)
     opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols}
     source = ", ".join(p[0] for p in parts)
-    return Dataset(labels=labels, embeddings=embeddings, split=opt.get("split"), confidence=opt.get("confidence"),
-                   role=opt.get("role"), ids=opt.get("id"), source=source)
+    ds = Dataset._from_checked(labels=labels, embeddings=embeddings, split=opt.get("split"),
+                               confidence=opt.get("confidence"), role=opt.get("role"), ids=opt.get("id"),
+                               source=source, notes=tuple(notes))
+    _check_classes(ds)
+    return ds
 
 
-def load_bytes(files: Sequence[tuple[str, bytes]], *, labels: tuple[str, bytes] | None = None,
-               names: Sequence[str] | None = None, feature_prefix: str | None = None) -> Dataset:
-    """Load uploaded files (name, bytes). A labels file may be among them for ``.npy`` uploads."""
+def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, bytes | Path] | None = None,
+               names: Sequence[str] | None = None, feature_prefix: str | None = None,
+               max_bytes: int | None = None) -> Dataset:
+    """Load uploaded files (name, bytes) — or (name, path) for files on disk. A labels file may be
+    among them for ``.npy`` uploads. What the readers assumed is in ``Dataset.notes``."""
     files = list(files)
     if labels is None:
         npys = [f for f in files if Path(f[0]).suffix.lower() == ".npy"]
@@ -460,23 +819,32 @@ def load_bytes(files: Sequence[tuple[str, bytes]], *, labels: tuple[str, bytes] 
             labels = lab[0]
             files = [f for f in files if f is not lab[0]]
     parts = []
+    notes: list[str] = []
     for i, (name, data) in enumerate(files):
         method = names[i] if names else None
-        embs, cols = read_bytes(name, data, labels=labels, method=method, feature_prefix=feature_prefix)
+        embs, cols = read_bytes(name, data, labels=labels, method=method, feature_prefix=feature_prefix,
+                                max_bytes=max_bytes, notes=notes)
         parts.append((name, embs, cols))
-    return dataset_from_parts(parts)
+    return dataset_from_parts(parts, notes=list(dict.fromkeys(notes)))
 
 
-def load_files(paths: Sequence[str | Path], *, labels: str | Path | None = None,
-               names: Sequence[str] | None = None, feature_prefix: str | None = None) -> Dataset:
-    """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array)."""
-    def read(p: str | Path) -> bytes:
+def load_files(paths: str | Path | Sequence[str | Path], *, labels: str | Path | None = None,
+               names: Sequence[str] | None = None, feature_prefix: str | None = None,
+               max_bytes: int | None = None) -> Dataset:
+    """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array).
+    One path may be given alone (a string is a path, never a sequence of characters). ``.npy``
+    files are memory-mapped, ``.npz`` archives read member by member."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+
+    def checked(p: str | Path) -> tuple[str, Path]:
         p = Path(p)
         if not p.exists():
             raise _bad(str(p), "no such file.", "check the path.")
         if p.is_dir():
             raise _bad(str(p), "is a directory.", "give a file.")
-        return p.read_bytes()
+        return str(p), p
 
-    lab = (str(labels), read(labels)) if labels is not None else None
-    return load_bytes([(str(p), read(p)) for p in paths], labels=lab, names=names, feature_prefix=feature_prefix)
+    lab = checked(labels) if labels is not None else None
+    return load_bytes([checked(p) for p in paths], labels=lab, names=names, feature_prefix=feature_prefix,
+                      max_bytes=max_bytes)

@@ -15,7 +15,9 @@ from analysis_core import Dataset, Evaluation, evaluate, load_bytes
 from analysis_core.stats.bands import pr_bands
 from analysis_core.stats.class_count import class_count_sweep
 
-DEMO_DIR = Path(__file__).resolve().parents[1] / "demo_data"
+# the repository's demo_data/, or its installed copy inside the package (see setup.py)
+_REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
+DEMO_DIR = _REPO_DEMO if (_REPO_DEMO / "digits.npz").is_file() else Path(__file__).resolve().parent / "demo_data"
 
 
 def digest(files: list[tuple[str, bytes]]) -> str:

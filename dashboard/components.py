@@ -48,6 +48,16 @@ def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int |
                        key=f"dl-{name}-tex", on_click="ignore", width="stretch")
 
 
+def int_slider(label: str, lo: int, hi: int, value: int, *, where=st, **kwargs) -> int:
+    """An integer slider, or a caption when only one value is possible (Streamlit refuses a
+    slider whose minimum equals its maximum)."""
+    hi = max(lo, hi)
+    if hi == lo:
+        where.caption(f"{label}: {lo} (the only possible value)")
+        return lo
+    return where.slider(label, lo, hi, min(max(value, lo), hi), **kwargs)
+
+
 def warnings(messages: list[str]) -> None:
     for m in messages:
         st.warning(m, icon=":material/warning:")

@@ -17,10 +17,10 @@ if got is not None:
     n_all = ds.n_classes
     method = st.selectbox("Method", ev.methods)
     c1, c2, c3 = st.columns(3)
-    n_classes = c1.slider("Number of classes C", 2, n_all, n_all, key="cc-classes",
-                          help="evaluate C classes drawn at random (seeded)")
-    group_size = c2.slider("Group size S", 2, max(2, min(n_classes, 100)), min(10, n_classes), key="cc-group",
-                           help="classes per group for Grouped Recall@K")
+    n_classes = components.int_slider("Number of classes C", 2, n_all, n_all, where=c1, key="cc-classes",
+                                      help="evaluate C classes drawn at random (seeded)")
+    group_size = components.int_slider("Group size S", 2, min(n_classes, 100), 10, where=c2, key="cc-group",
+                                       help="classes per group for Grouped Recall@K")
     seed = c3.number_input("Seed", 0, 10_000, 0)
     sub = cache.subset_evaluation(key, similarity(), method, n_classes, group_size, seed, alpha(), ds)
     s = sub.summary()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import logging
+import string
+import uuid
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -10,6 +15,7 @@ from analysis_core.export.figures import FORMATS, FigureStyle, figure_bytes
 from analysis_core.export.tables import to_latex
 from dashboard import state
 
+LOG = logging.getLogger("dashboard")
 MIME = {"pdf": "application/pdf", "svg": "image/svg+xml", "png": "image/png"}
 
 
@@ -58,6 +64,36 @@ def int_slider(label: str, lo: int, hi: int, value: int, *, where=st, **kwargs) 
     return where.slider(label, lo, hi, min(max(value, lo), hi), **kwargs)
 
 
+_ESCAPE = {ord(c): "\\" + c for c in string.punctuation}
+
+
+def literal(text: object) -> str:
+    """``text`` for a Markdown context (captions, alerts), shown as written: every ASCII
+    punctuation character is backslash-escaped, so file names, labels and method names are never
+    read as links, images, HTML, emphasis or maths (CommonMark allows escaping any of them)."""
+    return str(text).translate(_ESCAPE)
+
+
+def plot_text(text: object) -> str:
+    """``text`` for a plotly title: plotly reads a subset of HTML (links, <b>, <br>) in titles,
+    and decodes entities, so escaping shows user text as written."""
+    return html.escape(str(text), quote=False)
+
+
+def error(head: str, detail: object) -> None:
+    """An error box: ``head`` (ours, Markdown) and ``detail`` (user text, shown literally)."""
+    st.error(f"**{head}** {literal(detail)}")
+
+
+def unexpected(where: str) -> str:
+    """Log the exception being handled under a short id, with its traceback (server paths and
+    internals stay in the server log), and return the message users see instead."""
+    eid = uuid.uuid4().hex[:8]
+    LOG.exception("unexpected error %s in %s", eid, where)
+    return (f"Something went wrong in {where}. This is a bug; the details are in the server log under error id "
+            f"{eid}. Please report the id.")
+
+
 def warnings(messages: list[str]) -> None:
     for m in messages:
-        st.warning(m, icon=":material/warning:")
+        st.warning(literal(m), icon=":material/warning:")

@@ -44,6 +44,7 @@ if got is not None:
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
                "whiskers span the repeats.")
     sw = cache.sweep(key, similarity(), method, sweep_s, repeats, ds)
-    components.figure(sweep_figure(sw, title=f"Metrics against the number of classes ({method})"), "class_sweep", sw)
+    title = f"Metrics against the number of classes ({components.plot_text(method)})"
+    components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
     st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
                  .agg(["mean", "std"]).round(4), width="stretch")

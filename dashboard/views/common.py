@@ -6,14 +6,14 @@ import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.errors import ComputeError
-from dashboard import cache, state
+from dashboard import cache, components, state
 
 
 def current(n_recall: int = 11):
     """(digest, evaluation) of the sidebar's dataset, or None after showing why there is none."""
     err = st.session_state.get(state.ERROR)
     if err is not None:
-        st.error(f"**This input can't be used.** {err}")
+        components.error("This input can't be used.", err)
         return None
     loaded = st.session_state.get(state.DATASET)
     if loaded is None:
@@ -25,10 +25,10 @@ def current(n_recall: int = 11):
     try:
         return key, cache.evaluation(key, similarity(), ks(), n_recall, *sample, _ds=ds, _compute=compute())
     except InputError as exc:
-        st.error(f"**This input can't be evaluated.** {exc}")
+        components.error("This input can't be evaluated.", exc)
     except ComputeError as exc:
         cache.compute.clear()  # a lost cluster is started afresh on the next run
-        st.error(f"**The Dask cluster could not finish.** {exc}")
+        components.error("The Dask cluster could not finish.", exc)
     return None
 
 

@@ -20,8 +20,8 @@ if got is not None:
     group_size = st.slider("Group size S", 2, 50, 10)
     evs = {sp: cache.split_evaluation(key, similarity(), ks(), sp, group_size, 0, alpha(), ds) for sp in splits}
     gen = split_generalization(evs, method, ref, alpha())
-    components.figure(generalization_figure(gen, splits, title=f"Metrics per split ({method})"), "generalization",
-                      gen)
+    title = f"Metrics per split ({components.plot_text(method)})"
+    components.figure(generalization_figure(gen, splits, title=title), "generalization", gen)
     components.table(gen, "generalization")
     st.caption("Recall@1 and MAP@R depend on each split's number of classes; grouped Recall@1 and JSD do not, so "
                "their gaps measure over-fitting.")

@@ -28,7 +28,8 @@ if got is not None:
     part = hist[(hist["method"] == method) & (hist["split"] == split)]
     e = ev if split == "all" else split_evals[split]
     summ = e.method_summary(method)
-    components.figure(histogram_figure(part, normalized, title=f"{method} · {split}: JSD = {summ['jsd']:.3f}"),
+    title = f"{components.plot_text(method)} · {components.plot_text(split)}: JSD = {summ['jsd']:.3f}"
+    components.figure(histogram_figure(part, normalized, title=title),
                       f"histograms_{method}_{split}", part)
     keys = ("jsd", "mean_pos_similarity", "mean_neg_similarity", "n_pos_pairs", "n_neg_pairs")
     rows = []

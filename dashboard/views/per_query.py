@@ -50,6 +50,6 @@ if got is not None:
         row = match.iloc[0]
         about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "
                  f"{int(row['n_positives'])} positives")
-    st.caption(f"Query {q} (id {ids[q]}, class {ds.labels[q]}): {about}. "
+    st.caption(f"Query {q} (id {components.literal(ids[q])}, class {components.literal(ds.labels[q])}): {about}. "
                "Top 10 by faiss; tied scores are shown in faiss's order (metrics average over tie orders).")
     st.dataframe(nn, width="stretch", hide_index=True)

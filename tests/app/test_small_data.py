@@ -90,3 +90,32 @@ def test_class_count_slider_at_its_minimum_on_the_600_class_demo():
     at.slider(key="cc-classes").set_value(600).run()
     assert not _problems(at), _problems(at)
     assert at.slider(key="cc-group").value == 10
+
+
+def test_an_unexpected_error_shows_an_id_not_a_traceback(monkeypatch, caplog):
+    """A bug in a page: the page shows a short message with an id; the traceback (with the
+    exception's text) goes to the server log only."""
+    import analysis_core.figures.variability as figs
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internals at /srv/app/x.py")
+
+    monkeypatch.setattr(figs, "ap_by_class_figure", broken)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    with caplog.at_level("ERROR", logger="dashboard"):
+        at.switch_page("views/per_query.py").run()
+    assert not at.exception
+    shown = " ".join(e.value for e in at.error)
+    eid = shown.split("error id ")[1].split(".")[0]
+    assert len(eid) == 8 and "secret" not in shown and "Traceback" not in shown
+    logged = [r for r in caplog.records if eid in r.getMessage()]
+    assert logged and "secret internals" in str(logged[0].exc_info[1])
+
+
+def test_the_shipped_config_hides_error_details():
+    import tomllib
+
+    from streamlit.config import ShowErrorDetailsConfigOptions
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["client"]["showErrorDetails"] == ShowErrorDetailsConfigOptions.NONE

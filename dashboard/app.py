@@ -22,9 +22,17 @@ def sidebar() -> None:
             ups = st.file_uploader("Embeddings (.npz, .npy + labels, .csv, .parquet); several files = several methods",
                                    type=["npz", "npy", "csv", "parquet", "txt"], accept_multiple_files=True,
                                    key=state.UPLOADS)
-            files = [(u.name, u.getvalue()) for u in ups or []]
+            ups = list(ups or [])
+            digest = cache.upload_digest(ups, st.session_state.setdefault(state.UPLOAD_DIGESTS, {})) if ups else None
+
+            def read() -> list[tuple[str, bytes]]:
+                return [(u.name, u.getvalue()) for u in ups]
         else:
             files = cache.demo_files(src)
+            digest = cache.files_digest(files)
+
+            def read() -> list[tuple[str, bytes]]:
+                return files
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
         st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
         st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
@@ -54,14 +62,13 @@ def sidebar() -> None:
                                  "every mean gets an interval at the sidebar's significance level.")
             if st.session_state.get(state.QUERY_SAMPLE):
                 st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
-    st.session_state[state.FILES] = files
     st.session_state[state.ERROR] = None
     st.session_state[state.DATASET] = None
-    if not files:
+    if digest is None:
         return
     try:
-        key = cache.digest(files)
-        st.session_state[state.DATASET] = (key, cache.load(key, tuple(files)))
+        ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
+        st.session_state[state.DATASET] = (digest, ds)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
     except MemoryError:

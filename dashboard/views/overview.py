@@ -73,7 +73,7 @@ if got is not None:
     st.subheader("Export everything")
     st.caption("Every table (CSV + LaTeX) and figure (PDF, SVG, PNG) of the `report` command for this dataset, "
                "with the export settings of the sidebar.")
-    zkey = ("zip", key, ev.similarity, ev.ks, alpha())
+    zkey = key.derived("zip")
     if st.button("Prepare the archive"):
         with st.spinner("Computing every analysis and rendering figures…"):
             rep = build_report(ev, alpha=alpha())
@@ -83,7 +83,7 @@ if got is not None:
                 with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
                     for p in written:
                         z.write(p, p.relative_to(tmp))
-            st.session_state[str(zkey)] = buf.getvalue()
-    if str(zkey) in st.session_state:
-        st.download_button("Download all (ZIP)", st.session_state[str(zkey)], "retrieval_report.zip",
+            st.session_state[zkey] = buf.getvalue()
+    if zkey in st.session_state:
+        st.download_button("Download all (ZIP)", st.session_state[zkey], "retrieval_report.zip",
                            "application/zip", on_click="ignore", type="primary")

@@ -114,7 +114,6 @@ def test_an_unexpected_error_shows_an_id_not_a_traceback(monkeypatch, caplog):
 
 def test_the_shipped_config_hides_error_details():
     import tomllib
-
     from streamlit.config import ShowErrorDetailsConfigOptions
 
     cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())

@@ -168,28 +168,38 @@ class Store:
         e = self.entry(key)
         if e is not None:
             return e.value
+        # no local holds the future: a failure's traceback includes this frame (see _wait)
+        return _wait(*self._start(key, fn, group, similarities or set()), label)
+
+    def _start(self, key: str, fn: Callable[[_Progress], object], group: str,
+               similarities: set[str]) -> tuple[Future, _Progress] | tuple[None, object]:
         with self._lock:
             if key in self._items:
-                return self._items[key].value
-            running = self._running.get(key)
-            if running is None:
+                return None, self._items[key].value
+            if key not in self._running:
                 progress = _Progress()
-                running = self._pool.submit(self._compute, key, fn, group, similarities or set(), progress), progress
-                self._running[key] = running
-        return _wait(*running, label)
+                self._running[key] = self._pool.submit(self._compute, key, fn, group, similarities, progress), progress
+            return self._running[key]
 
 
-def _wait(fut: Future, progress: _Progress, label: str) -> object:
+def _wait(fut: Future | None, progress: _Progress, label: str) -> object:
     """Wait for ``fut`` in the session's script thread. Streamlit stops or reruns a script by
     raising inside its next ``st`` call (here the progress bar); that leaves the computation
     running on the pool, and its result is stored for the next request."""
-    done, _ = wait([fut], timeout=0.3)
-    if not done:
+    if fut is None:  # stored meanwhile
+        return progress
+    if not wait([fut], timeout=0.3).done:
         bar = st.progress(0.0, text=label)
-        while not wait([fut], timeout=0.25)[0]:
+        while not wait([fut], timeout=0.25).done:
             bar.progress(progress.fraction, text=f"{label}: {progress.stage}" if progress.stage else label)
         bar.empty()
-    return fut.result()
+    try:
+        return fut.result()
+    finally:
+        # A failure's traceback includes this frame: no local may lead back to the future (and so
+        # to the exception), or the cycle keeps a refused upload's arrays, held by the failed
+        # computation's frames, alive until the garbage collector happens to run.
+        del fut
 
 
 STORE = Store(BUDGET_BYTES, MAX_ENTRIES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
-import string
+import re
 import uuid
 
 import pandas as pd
@@ -64,14 +64,15 @@ def int_slider(label: str, lo: int, hi: int, value: int, *, where=st, **kwargs) 
     return where.slider(label, lo, hi, min(max(value, lo), hi), **kwargs)
 
 
-_ESCAPE = {ord(c): "\\" + c for c in string.punctuation}
-
-
 def literal(text: object) -> str:
-    """``text`` for a Markdown context (captions, alerts), shown as written: every ASCII
-    punctuation character is backslash-escaped, so file names, labels and method names are never
-    read as links, images, HTML, emphasis or maths (CommonMark allows escaping any of them)."""
-    return str(text).translate(_ESCAPE)
+    """``text`` for a Markdown context (captions, alerts), shown exactly as written: an inline
+    code span, whose content CommonMark never reads as Markdown or HTML, and which Streamlit's
+    text transforms (links made from bare URLs, emoji, colours, maths) leave alone. Backslash
+    escapes would not do: bare URLs are still turned into links after parsing. The fence is
+    longer than any run of backticks in the text."""
+    s = " ".join(str(text).splitlines())
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", s)), default=0))
+    return f"{fence} {s} {fence}"
 
 
 def plot_text(text: object) -> str:

@@ -37,7 +37,7 @@ def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:
         components.error("This input can't be evaluated.", exc)
     except ComputeError as exc:
         cache.compute.clear()  # a lost cluster is started afresh on the next run
-        components.error("The Dask cluster could not finish.", exc)
+        components.error("The Dask cluster could not be used.", exc)
     return None
 
 

@@ -164,3 +164,27 @@ def test_the_bands_page_follows_the_query_sample():
     assert int(ref.loc[ref["class"] == "all", "n"].max()) == 300
     at.number_input(key="query_sample").set_value(0).run()
     assert any("n = 1,797" in c.value for c in at.caption)
+
+
+def test_a_refused_upload_releases_its_memory_without_a_garbage_collection(monkeypatch):
+    """Nothing (no store entry, no reference cycle through the failed computation's traceback)
+    keeps a refused upload's arrays: with the garbage collector off, resident memory returns."""
+    import gc
+
+    psutil = pytest.importorskip("psutil")
+    monkeypatch.setattr(cache, "STORE", cache.Store(budget=10**10, max_entries=10))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, embeddings=np.zeros((100_000, 1000), np.float32), labels=np.arange(100_000) % 2)
+    files = [("zeros.npz", buf.getvalue())]
+    proc = psutil.Process()
+    gc.collect()
+    gc.disable()
+    try:
+        start = proc.memory_info().rss
+        for i in range(3):  # 400 MB each
+            with pytest.raises(InputError, match="all-zero"):
+                cache.dataset(f"zeros{i}", lambda: files, "cosine")
+        grown = (proc.memory_info().rss - start) / MB
+    finally:
+        gc.enable()
+    assert len(cache.STORE) == 0 and grown < 100, grown

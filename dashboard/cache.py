@@ -132,10 +132,6 @@ class Store:
             for k in [k for k, e in self._items.items() if e.group == group]:
                 del self._items[k]
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
     def _put(self, key: str, value: object, group: str, similarities: set[str]) -> None:
         size = nbytes(value)
         with self._lock:
@@ -173,6 +169,8 @@ class Store:
 
     def _start(self, key: str, fn: Callable[[_Progress], object], group: str,
                similarities: set[str]) -> tuple[Future, _Progress] | tuple[None, object]:
+        """The computation of ``key`` in flight (started here if none is), or ``(None, value)``
+        when its result was stored since :meth:`result` looked."""
         with self._lock:
             if key in self._items:
                 return None, self._items[key].value
@@ -186,7 +184,7 @@ def _wait(fut: Future | None, progress: _Progress, label: str) -> object:
     """Wait for ``fut`` in the session's script thread. Streamlit stops or reruns a script by
     raising inside its next ``st`` call (here the progress bar); that leaves the computation
     running on the pool, and its result is stored for the next request."""
-    if fut is None:  # stored meanwhile
+    if fut is None:  # stored meanwhile: ``progress`` is the value (see Store._start)
         return progress
     if not wait([fut], timeout=0.3).done:
         bar = st.progress(0.0, text=label)

@@ -118,3 +118,33 @@ def test_the_shipped_config_hides_error_details():
 
     cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert cfg["client"]["showErrorDetails"] == ShowErrorDetailsConfigOptions.NONE
+
+
+def _huge_header_npz() -> bytes:
+    """An npz whose one member declares a (10^7, 10^4) float32 array (373 GiB) over 4 KB of data."""
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (10**7, 10**4)})
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("embeddings.npy", header.getvalue() + bytes(4096))
+        z.writestr("labels.npy", _npz_member(np.arange(10**7) % 2))
+    return out.getvalue()
+
+
+def _npz_member(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a[:4])
+    return buf.getvalue()
+
+
+def test_a_file_that_would_not_fit_in_memory_is_a_message_not_a_traceback(small_sets, monkeypatch):
+    monkeypatch.setitem(SETS, "huge_header", (_huge_header_npz(), []))
+    monkeypatch.setattr(state, "DEMO_SETS", {**state.DEMO_SETS, "huge_header": "huge_header"})
+    at = _open("huge_header")
+    assert not at.exception
+    shown = [e.value for e in at.error]
+    assert len(shown) == 1 and shown[0].startswith("**This input can't be used.**"), shown
+    assert "Traceback" not in shown[0] and "site-packages" not in shown[0] and "error id" not in shown[0]

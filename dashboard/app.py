@@ -1,12 +1,13 @@
 """Entry point: page config, navigation, and the shared sidebar (dataset, similarity, cutoffs,
-significance level, export settings)."""
+significance level, export settings). An unexpected exception anywhere becomes a short message
+with an error id; its traceback goes to the server log, never to the browser."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from analysis_core import InputError
-from dashboard import cache, state
+from dashboard import cache, components, state
 
 st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
 
@@ -21,9 +22,17 @@ def sidebar() -> None:
             ups = st.file_uploader("Embeddings (.npz, .npy + labels, .csv, .parquet); several files = several methods",
                                    type=["npz", "npy", "csv", "parquet", "txt"], accept_multiple_files=True,
                                    key=state.UPLOADS)
-            files = [(u.name, u.getvalue()) for u in ups or []]
+            ups = list(ups or [])
+            digest = cache.upload_digest(ups, st.session_state.setdefault(state.UPLOAD_DIGESTS, {})) if ups else None
+
+            def read() -> list[tuple[str, bytes]]:
+                return [(u.name, u.getvalue()) for u in ups]
         else:
             files = cache.demo_files(src)
+            digest = cache.files_digest(files)
+
+            def read() -> list[tuple[str, bytes]]:
+                return files
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
         st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
         st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
@@ -53,32 +62,43 @@ def sidebar() -> None:
                                  "every mean gets an interval at the sidebar's significance level.")
             if st.session_state.get(state.QUERY_SAMPLE):
                 st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
-    st.session_state[state.FILES] = files
     st.session_state[state.ERROR] = None
     st.session_state[state.DATASET] = None
-    if not files:
+    if digest is None:
         return
     try:
-        key = cache.digest(files)
-        st.session_state[state.DATASET] = (key, cache.load(key, tuple(files)))
+        ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
+        st.session_state[state.DATASET] = (digest, ds)
     except InputError as exc:
-        st.session_state[state.ERROR] = exc
+        st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
+    except MemoryError:
+        st.session_state[state.ERROR] = ("loading these files needs more memory than this server has free. Use "
+                                         "the command line on a larger machine, or upload fewer or smaller files.")
+    except Exception:  # noqa: BLE001 - a loader bug: an id on the page, the traceback in the log
+        st.session_state[state.ERROR] = components.unexpected("loading the files")
 
 
-sidebar()
-loaded = st.session_state.get(state.DATASET)
-ds = loaded[1] if loaded else None
-pages = [
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("views/per_query.py", title="Per query & class", icon=":material/search:"),
-    st.Page("views/pr_bands.py", title="PR bands", icon=":material/show_chart:"),
-    st.Page("views/statistics.py", title="Statistics", icon=":material/functions:"),
-    st.Page("views/histograms.py", title="Similarity histograms", icon=":material/bar_chart:"),
-    st.Page("views/class_count.py", title="Class count & group size", icon=":material/tune:"),
-    st.Page("views/ties.py", title="Ties", icon=":material/link:"),
-]
-if ds is not None and ds.confidence is not None:
-    pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))
-if ds is not None and ds.split is not None:
-    pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
-st.navigation(pages).run()
+def main() -> None:
+    sidebar()
+    loaded = st.session_state.get(state.DATASET)
+    ds = loaded[1] if loaded else None
+    pages = [
+        st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        st.Page("views/per_query.py", title="Per query & class", icon=":material/search:"),
+        st.Page("views/pr_bands.py", title="PR bands", icon=":material/show_chart:"),
+        st.Page("views/statistics.py", title="Statistics", icon=":material/functions:"),
+        st.Page("views/histograms.py", title="Similarity histograms", icon=":material/bar_chart:"),
+        st.Page("views/class_count.py", title="Class count & group size", icon=":material/tune:"),
+        st.Page("views/ties.py", title="Ties", icon=":material/link:"),
+    ]
+    if ds is not None and ds.confidence is not None:
+        pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))
+    if ds is not None and ds.split is not None:
+        pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
+    st.navigation(pages).run()
+
+
+try:
+    main()
+except Exception:  # noqa: BLE001 - any page's bug: a message with an id instead of a traceback
+    st.error(components.unexpected("this page"))

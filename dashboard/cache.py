@@ -1,17 +1,43 @@
-"""Loading and analyses, cached by a digest of the data's bytes (never by Streamlit's sampled
-hashing of large arrays): arguments with a leading underscore are not hashed, and every cached
-function takes the digest ``key`` instead. Results are immutable and shared across sessions only
-when the bytes are identical."""
+"""Loading and analyses, cached in one store shared by every session of this server process.
+
+* **Keys.** A dataset is keyed by a digest of its files' names and bytes (an upload's bytes are
+  hashed once, when the uploader gives it a new file id). An evaluation is keyed by a
+  :class:`Token`: the dataset digest and every sidebar setting (similarity, cutoffs, recall points,
+  query sample, seed, significance level). Every result derived from an evaluation (PR bands, the
+  class-count sweep, split and class-subset evaluations) is keyed by the token plus its own
+  parameters, so no derived result can outlive a change of data or settings.
+* **Validated before cached.** A dataset enters the store only after the loader's checks and
+  :func:`analysis_core.io.validate` for the chosen similarity; a refused upload keeps nothing (and
+  a stored dataset refused under another similarity is dropped with everything derived from it).
+* **Bounded in bytes and entries.** At most :data:`BUDGET_BYTES` (``DASHBOARD_CACHE_MB``, default a
+  quarter of the machine's memory) and :data:`MAX_ENTRIES` results; the least recently used go
+  first, and a dataset goes with everything derived from it. A result larger than the whole budget
+  is returned but not kept.
+* **Abandoned runs are kept.** Computations run on a small thread pool, not in the session's
+  script thread; the session waits for them and shows their progress. When the session goes away
+  (the browser closed or reloaded, the script stopped or rerun), the computation still finishes and
+  its result is stored: the next identical request gets it at once, and an identical request
+  during the run waits for the same computation instead of starting another.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis_core import Dataset, Evaluation, evaluate, load_bytes
+from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
+from analysis_core.io import validate
 from analysis_core.stats.bands import pr_bands
 from analysis_core.stats.class_count import class_count_sweep
 
@@ -20,12 +46,209 @@ _REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
 DEMO_DIR = _REPO_DEMO if (_REPO_DEMO / "digits.npz").is_file() else Path(__file__).resolve().parent / "demo_data"
 
 
-def digest(files: list[tuple[str, bytes]]) -> str:
+def _default_budget() -> int:
+    if "DASHBOARD_CACHE_MB" in os.environ:
+        return int(os.environ["DASHBOARD_CACHE_MB"]) * 2**20
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):  # no sysconf (e.g. Windows)
+        return 4 * 2**30
+
+
+BUDGET_BYTES = _default_budget()
+MAX_ENTRIES = 64
+WORKERS = 2  # computations at once; each uses every core through BLAS / faiss
+
+
+def nbytes(obj: object, _seen: set[int] | None = None) -> int:
+    """Bytes held by a result: its arrays and frames (counted once each), walking dataclasses,
+    dicts, lists and tuples. A :class:`Dataset` inside an evaluation is not counted: it is the
+    stored dataset's entry."""
+    seen = set() if _seen is None else _seen
+    if id(obj) in seen or isinstance(obj, Dataset) and _seen is not None:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, pd.DataFrame | pd.Series):
+        return int(obj.memory_usage(deep=True).sum() if isinstance(obj, pd.DataFrame) else obj.memory_usage(deep=True))
+    if isinstance(obj, dict):
+        return sys.getsizeof(obj) + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in obj.items())
+    if isinstance(obj, list | tuple | set | frozenset):
+        return sys.getsizeof(obj) + sum(nbytes(v, seen) for v in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sys.getsizeof(obj) + sum(nbytes(getattr(obj, f.name), seen) for f in dataclasses.fields(obj))
+    return sys.getsizeof(obj)
+
+
+class _Progress:
+    """What a running computation last reported, read by the sessions waiting for it."""
+
+    def __init__(self) -> None:
+        self.fraction = 0.0
+        self.stage = ""
+
+    def __call__(self, done: int, total: int, stage: str) -> None:
+        self.fraction, self.stage = min(done / max(total, 1), 1.0), stage
+
+
+@dataclasses.dataclass
+class _Entry:
+    value: object
+    size: int
+    group: str
+    similarities: set[str] = dataclasses.field(default_factory=set)  # a dataset's validated similarities
+
+
+class Store:
+    """A byte- and entry-bounded LRU of results, with the computations in flight."""
+
+    def __init__(self, budget: int, max_entries: int, workers: int = WORKERS) -> None:
+        self.budget, self.max_entries = budget, max_entries
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, _Entry] = OrderedDict()
+        self._running: dict[str, tuple[Future, _Progress]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashboard-compute")
+        self.computed = 0  # computations finished (with a result or an error), for tests and logs
+
+    @property
+    def used(self) -> int:
+        with self._lock:
+            return sum(e.size for e in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def entry(self, key: str) -> _Entry | None:
+        with self._lock:
+            e = self._items.get(key)
+            if e is not None:
+                self._items.move_to_end(key)
+            return e
+
+    def drop_group(self, group: str) -> None:
+        with self._lock:
+            for k in [k for k, e in self._items.items() if e.group == group]:
+                del self._items[k]
+
+    def _put(self, key: str, value: object, group: str, similarities: set[str]) -> None:
+        size = nbytes(value)
+        with self._lock:
+            if size > self.budget:
+                return
+            self._items[key] = _Entry(value, size, group, similarities)
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries or sum(e.size for e in self._items.values()) > self.budget:
+                old_key, old = next(iter(self._items.items()))
+                doomed = [k for k, e in self._items.items() if e.group == old.group] \
+                    if old_key == "data/" + old.group else [old_key]  # a dataset takes its derived results along
+                for k in doomed:
+                    del self._items[k]
+
+    def _compute(self, key: str, fn: Callable[[_Progress], object], group: str, similarities: set[str],
+                 progress: _Progress) -> object:
+        try:
+            value = fn(progress)
+            self._put(key, value, group, similarities)
+            return value
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+                self.computed += 1
+
+    def result(self, key: str, fn: Callable[[_Progress], object], *, group: str, label: str,
+               similarities: set[str] | None = None) -> object:
+        """The stored result for ``key``, or ``fn(progress)`` computed on the pool (once, however
+        many sessions ask at the same time) while this session shows its progress."""
+        e = self.entry(key)
+        if e is not None:
+            return e.value
+        # no local holds the future: a failure's traceback includes this frame (see _wait)
+        return _wait(*self._start(key, fn, group, similarities or set()), label)
+
+    def _start(self, key: str, fn: Callable[[_Progress], object], group: str,
+               similarities: set[str]) -> tuple[Future, _Progress] | tuple[None, object]:
+        """The computation of ``key`` in flight (started here if none is), or ``(None, value)``
+        when its result was stored since :meth:`result` looked."""
+        with self._lock:
+            if key in self._items:
+                return None, self._items[key].value
+            if key not in self._running:
+                progress = _Progress()
+                self._running[key] = self._pool.submit(self._compute, key, fn, group, similarities, progress), progress
+            return self._running[key]
+
+
+def _wait(fut: Future | None, progress: _Progress, label: str) -> object:
+    """Wait for ``fut`` in the session's script thread. Streamlit stops or reruns a script by
+    raising inside its next ``st`` call (here the progress bar); that leaves the computation
+    running on the pool, and its result is stored for the next request."""
+    if fut is None:  # stored meanwhile: ``progress`` is the value (see Store._start)
+        return progress
+    if not wait([fut], timeout=0.3).done:
+        bar = st.progress(0.0, text=label)
+        while not wait([fut], timeout=0.25).done:
+            bar.progress(progress.fraction, text=f"{label}: {progress.stage}" if progress.stage else label)
+        bar.empty()
+    try:
+        return fut.result()
+    finally:
+        # A failure's traceback includes this frame: no local may lead back to the future (and so
+        # to the exception), or the cycle keeps a refused upload's arrays, held by the failed
+        # computation's frames, alive until the garbage collector happens to run.
+        del fut
+
+
+STORE = Store(BUDGET_BYTES, MAX_ENTRIES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    """The data and every setting an evaluation depends on; derived results extend its key."""
+
+    data: str
+    similarity: str
+    ks: tuple[int, ...]
+    n_recall: int
+    query_sample: int | None
+    seed: int
+    alpha: float
+
+    @property
+    def key(self) -> str:
+        return "ev/" + hashlib.blake2b(repr(dataclasses.astuple(self)).encode(), digest_size=16).hexdigest()
+
+    def derived(self, name: str, *params: object) -> str:
+        return f"{self.key}/{name}/{params!r}"
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _digest_of(parts: Sequence[tuple[str, str]]) -> str:
     h = hashlib.blake2b(digest_size=16)
-    for name, data in files:
-        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little"))
-        h.update(data)
+    for name, content in parts:
+        h.update(name.encode() + b"\0" + content.encode() + b"\0")
     return h.hexdigest()
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def upload_digest(uploads: Sequence, memo: dict[str, str]) -> str:
+    """The digest of uploaded files (names and bytes). Each file's bytes are hashed once, when the
+    uploader gives it a new file id (``memo``: the session's file id -> content digest)."""
+    for u in uploads:
+        if u.file_id not in memo:
+            memo[u.file_id] = content_digest(u.getvalue())
+    live = {u.file_id for u in uploads}
+    for fid in [f for f in memo if f not in live]:
+        del memo[fid]
+    return _digest_of([(u.name, memo[u.file_id]) for u in uploads])
 
 
 def demo_files(name: str) -> list[tuple[str, bytes]]:
@@ -33,18 +256,34 @@ def demo_files(name: str) -> list[tuple[str, bytes]]:
     return [(path.name, path.read_bytes())]
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def load(key: str, _files: tuple[tuple[str, bytes], ...]) -> Dataset:
-    return load_bytes(list(_files))
+def files_digest(files: Sequence[tuple[str, bytes]]) -> str:
+    return _digest_of([(name, content_digest(data)) for name, data in files])
 
 
-def _progress_bar(label: str):
-    bar = st.progress(0.0, text=label)
+def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity: str) -> Dataset:
+    """The dataset of the files ``read()`` returns, loaded and validated for ``similarity`` before
+    it is stored. Raises :class:`InputError` (and keeps nothing) when it is refused."""
+    key = "data/" + digest
+    e = STORE.entry(key)
+    if e is not None:
+        if similarity not in e.similarities:
+            try:
+                validate(e.value, similarity)
+            except InputError:
+                STORE.drop_group(digest)  # refused data is not kept, nor anything derived from it
+                raise
+            e.similarities.add(similarity)
+        return e.value
 
-    def progress(done: int, total: int, stage: str) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {stage}")
+    def load(progress: _Progress) -> Dataset:
+        ds = load_bytes(read())
+        validate(ds, similarity)
+        return ds
 
-    return bar, progress
+    return STORE.result(key, load, group=digest, label="Loading", similarities={similarity})
+
+
+# --------------------------------------------------------------------------- evaluations
 
 
 @st.cache_resource(show_spinner="Starting the Dask cluster…", max_entries=2)
@@ -57,37 +296,41 @@ def compute(mode: str, workers: int, address: str):
     return DaskCompute(scheduler=address).start()
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def evaluation(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, query_sample: int | None = None,
-               seed: int = 0, alpha: float = 0.05, *, _ds: Dataset, _compute=None) -> Evaluation:
-    """The sidebar's evaluation. Where it ran (``_compute``) is not part of the key: same results."""
-    bar, progress = _progress_bar("Evaluating")
-    ev = evaluate(_ds, similarity=similarity, ks=ks, n_recall=n_recall, query_sample=query_sample, seed=seed,
-                  alpha=alpha, compute=_compute, progress=progress)
-    bar.empty()
-    return ev
+def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
+    """The sidebar's evaluation. Where it runs (``compute``) is not part of the key: same results.
+    Without a query sample the seed and α do not enter the pass, so one evaluation serves them all
+    (results derived from it still key by the full token)."""
+    sampled = token.query_sample is not None
+    key = dataclasses.replace(token, seed=token.seed if sampled else 0,
+                              alpha=token.alpha if sampled else 0.05).key
+
+    def run(progress: _Progress) -> Evaluation:
+        return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
+                        query_sample=token.query_sample, seed=token.seed, alpha=token.alpha, compute=compute,
+                        progress=progress)
+
+    return STORE.result(key, run, group=token.data, label="Evaluating")
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def split_evaluation(key: str, similarity: str, ks: tuple[int, ...], split: str, group_size: int, seed: int,
-                     alpha: float, _ds: Dataset) -> Evaluation:
-    return evaluate(_ds, similarity=similarity, ks=ks, split=split, group_size=group_size, seed=seed, alpha=alpha)
+def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, seed: int) -> Evaluation:
+    return STORE.result(token.derived("split", split, group_size, seed), lambda p: evaluate(
+        ds, similarity=token.similarity, ks=token.ks, split=split, group_size=group_size, seed=seed,
+        alpha=token.alpha), group=token.data, label=f"Evaluating split {split}")
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def subset_evaluation(key: str, similarity: str, method: str, n_classes: int, group_size: int, seed: int,
-                      alpha: float, _ds: Dataset) -> Evaluation:
-    return evaluate(_ds, similarity=similarity, ks=(1,), methods=[method], max_classes=n_classes,
-                    group_size=group_size, seed=seed, alpha=alpha)
+def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
+                      seed: int) -> Evaluation:
+    return STORE.result(token.derived("subset", method, n_classes, group_size, seed), lambda p: evaluate(
+        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
+        seed=seed, alpha=token.alpha), group=token.data, label="Evaluating the sampled classes")
 
 
-@st.cache_data(show_spinner="Sweeping class counts…", max_entries=16)
-def sweep(key: str, similarity: str, method: str, group_size: int, repeats: int, _ds: Dataset) -> pd.DataFrame:
-    return class_count_sweep(_ds.embeddings[method], _ds.label_codes, repeats=repeats, group_size=group_size,
-                             similarity=similarity)
+def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int) -> pd.DataFrame:
+    return STORE.result(token.derived("sweep", method, group_size, repeats), lambda p: class_count_sweep(
+        ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
+        similarity=token.similarity), group=token.data, label="Sweeping class counts")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def bands(key: str, similarity: str, ks: tuple[int, ...], n_recall: int, alpha: float, kind: str,
-          _ev: Evaluation) -> pd.DataFrame:
-    return pr_bands(_ev, alpha=alpha, kind=kind)
+def bands(token: Token, ev: Evaluation, kind: str) -> pd.DataFrame:
+    return STORE.result(token.derived("bands", kind), lambda p: pr_bands(ev, alpha=token.alpha, kind=kind),
+                        group=token.data, label="Computing the bands")

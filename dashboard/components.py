@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import io
+import logging
+import re
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from analysis_core.report import build_report, write_report
 from dashboard import state
 
 ARCHIVE = "_report_archive"  # session state: (settings, ZIP bytes) of the last archive built
+LOG = logging.getLogger("dashboard")
 MIME = {"pdf": "application/pdf", "svg": "image/svg+xml", "png": "image/png"}
 
 
@@ -97,6 +102,47 @@ def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int |
                        key=f"dl-{name}-tex", on_click="ignore", width="stretch")
 
 
+def int_slider(label: str, lo: int, hi: int, value: int, *, where=st, **kwargs) -> int:
+    """An integer slider, or a caption when only one value is possible (Streamlit refuses a
+    slider whose minimum equals its maximum)."""
+    hi = max(lo, hi)
+    if hi == lo:
+        where.caption(f"{label}: {lo} (the only possible value)")
+        return lo
+    return where.slider(label, lo, hi, min(max(value, lo), hi), **kwargs)
+
+
+def literal(text: object) -> str:
+    """``text`` for a Markdown context (captions, alerts), shown exactly as written: an inline
+    code span, whose content CommonMark never reads as Markdown or HTML, and which Streamlit's
+    text transforms (links made from bare URLs, emoji, colours, maths) leave alone. Backslash
+    escapes would not do: bare URLs are still turned into links after parsing. The fence is
+    longer than any run of backticks in the text."""
+    s = " ".join(str(text).splitlines())
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", s)), default=0))
+    return f"{fence} {s} {fence}"
+
+
+def plot_text(text: object) -> str:
+    """``text`` for a plotly title: plotly reads a subset of HTML (links, <b>, <br>) in titles,
+    and decodes entities, so escaping shows user text as written."""
+    return html.escape(str(text), quote=False)
+
+
+def error(head: str, detail: object) -> None:
+    """An error box: ``head`` (ours, Markdown) and ``detail`` (user text, shown literally)."""
+    st.error(f"**{head}** {literal(detail)}")
+
+
+def unexpected(where: str) -> str:
+    """Log the exception being handled under a short id, with its traceback (server paths and
+    internals stay in the server log), and return the message users see instead."""
+    eid = uuid.uuid4().hex[:8]
+    LOG.exception("unexpected error %s in %s", eid, where)
+    return (f"Something went wrong in {where}. This is a bug; the details are in the server log under error id "
+            f"{eid}. Please report the id.")
+
+
 def warnings(messages: list[str]) -> None:
     for m in messages:
-        st.warning(m, icon=":material/warning:")
+        st.warning(literal(m), icon=":material/warning:")

@@ -15,7 +15,7 @@ COMPUTE_WORKERS = "compute_workers"
 COMPUTE_ADDRESS = "compute_address"
 QUERY_SAMPLE = "query_sample"   # 0 = every query
 QUERY_SEED = "query_seed"
-FILES = "_files"                # the current dataset's (name, bytes) list
+UPLOAD_DIGESTS = "_upload_digests"  # the uploader's file id -> content digest (each upload hashed once)
 DATASET = "_dataset"            # (digest, Dataset) or None
 ERROR = "_error"                # the InputError that stopped loading, or None
 

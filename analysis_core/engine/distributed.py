@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -74,6 +75,44 @@ def _explain(exc: BaseException) -> str:
     return f"a block of queries failed on a worker: {name}: {exc}"
 
 
+def _connect(distributed, address: str, timeout: float):
+    """A client of the scheduler at ``address``, or a ComputeError within about ``timeout`` s.
+    The address is checked first; the connection runs in a thread with a deadline, because
+    Dask's own timeout does not cover a peer that accepts the connection and never answers the
+    handshake (an HTTP server, e.g. the Dask dashboard's port 8787)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends
+
+    form = "Give it as tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786 (dask scheduler prints it when it starts)."
+    try:
+        scheme, loc = parse_address(address.strip())
+        host, port = parse_host_port(loc) if scheme in ("tcp", "tls", "ws", "wss") else (loc, 1)
+    except ValueError as exc:
+        raise ComputeError(f"'{address}' is not a Dask scheduler address ({exc}). {form}") from None
+    if scheme not in backends or not host or any(c.isspace() for c in host) or not 0 < int(port) < 65536:
+        raise ComputeError(f"'{address}' is not a Dask scheduler address. {form}")
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["client"] = distributed.Client(address.strip(), timeout=timeout, set_as_default=False)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller below
+            box["error"] = exc
+        if box.setdefault("late", False) and "client" in box:  # the caller gave up: do not leak it
+            box["client"].close()
+
+    t = threading.Thread(target=run, daemon=True, name="dask-connect")
+    t.start()
+    t.join(timeout + 2)
+    if t.is_alive():
+        box["late"] = True
+        raise TimeoutError(f"something listens at {address} but gave no Dask answer within {timeout + 2:.0f} s "
+                           "(is it a Dask scheduler's port, not e.g. the dashboard's 8787 or a web server?)")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
+
+
 @dataclass
 class DaskCompute:
     """Where a pass runs: a local cluster of ``workers`` processes, or the scheduler at
@@ -117,14 +156,13 @@ class DaskCompute:
             raise ComputeError(f"Dask is not installed ({exc}); {INSTALL_HINT}.") from None
         try:
             if self.scheduler:
-                self._client = distributed.Client(self.scheduler, timeout=self.connect_timeout,
-                                                  set_as_default=False)
+                self._client = _connect(distributed, self.scheduler, self.connect_timeout)
             else:
                 self._cluster = distributed.LocalCluster(
                     n_workers=self.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                     dashboard_address=":0", silence_logs=40)  # a free port: never clashes with 8787
                 self._client = distributed.Client(self._cluster, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             self.close()
             where = f"the Dask scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
             raise ComputeError(f"cannot reach {where}: {exc}. Check the address and that the scheduler runs "

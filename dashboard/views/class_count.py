@@ -6,23 +6,23 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core.figures.class_count import sweep_figure
-from dashboard import cache, components, state
-from dashboard.views.common import alpha, current, similarity
+from dashboard import cache, components
+from dashboard.views.common import alpha, current
 
 st.title("Class count & group size")
 got = current()
 if got is not None:
     key, ev = got
-    ds = st.session_state[state.DATASET][1]
+    ds = ev.dataset
     n_all = ds.n_classes
     method = st.selectbox("Method", ev.methods)
     c1, c2, c3 = st.columns(3)
-    n_classes = c1.slider("Number of classes C", 2, n_all, n_all, key="cc-classes",
-                          help="evaluate C classes drawn at random (seeded)")
-    group_size = c2.slider("Group size S", 2, max(2, min(n_classes, 100)), min(10, n_classes), key="cc-group",
-                           help="classes per group for Grouped Recall@K")
+    n_classes = components.int_slider("Number of classes C", 2, n_all, n_all, where=c1, key="cc-classes",
+                                      help="evaluate C classes drawn at random (seeded)")
+    group_size = components.int_slider("Group size S", 2, min(n_classes, 100), 10, where=c2, key="cc-group",
+                                       help="classes per group for Grouped Recall@K")
     seed = c3.number_input("Seed", 0, 10_000, 0)
-    sub = cache.subset_evaluation(key, similarity(), method, n_classes, group_size, seed, alpha(), ds)
+    sub = cache.subset_evaluation(key, ds, method, n_classes, group_size, seed)
     s = sub.summary()
     m = s["methods"][method]
     g = m["grouped_recall_at_k"]
@@ -43,7 +43,8 @@ if got is not None:
     sweep_s = min(10, max(2, n_all // 2))  # fixed, so that the sliders above never recompute the sweep
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
                "whiskers span the repeats.")
-    sw = cache.sweep(key, similarity(), method, sweep_s, repeats, ds)
-    components.figure(sweep_figure(sw, title=f"Metrics against the number of classes ({method})"), "class_sweep", sw)
+    sw = cache.sweep(key, ds, method, sweep_s, repeats)
+    title = f"Metrics against the number of classes ({components.plot_text(method)})"
+    components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
     st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
                  .agg(["mean", "std"]).round(4), width="stretch")

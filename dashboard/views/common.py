@@ -4,31 +4,40 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis_core import InputError
+from analysis_core import Evaluation, InputError
 from analysis_core.errors import ComputeError
-from dashboard import cache, state
+from dashboard import cache, components, state
 
 
-def current(n_recall: int = 11):
-    """(digest, evaluation) of the sidebar's dataset, or None after showing why there is none."""
-    err = st.session_state.get(state.ERROR)
-    if err is not None:
-        st.error(f"**This input can't be used.** {err}")
-        return None
+def token(n_recall: int = 11) -> cache.Token | None:
+    """The sidebar's dataset and settings as one cache token (None without a loaded dataset)."""
     loaded = st.session_state.get(state.DATASET)
     if loaded is None:
+        return None
+    n = int(st.session_state.get(state.QUERY_SAMPLE) or 0)
+    return cache.Token(data=loaded[0], similarity=similarity(), ks=ks(), n_recall=n_recall,
+                       query_sample=n or None, seed=int(st.session_state.get(state.QUERY_SEED) or 0) if n else 0,
+                       alpha=alpha())
+
+
+def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:
+    """(token, evaluation) of the sidebar's dataset and settings, or None after showing why there
+    is none. Every result a page derives from the evaluation is cached under the token."""
+    err = st.session_state.get(state.ERROR)
+    if err is not None:
+        components.error("This input can't be used.", err)
+        return None
+    tok = token(n_recall)
+    if tok is None:
         st.info("Upload one or more files in the sidebar, or pick a demo set.")
         return None
-    key, ds = loaded
-    n = int(st.session_state.get(state.QUERY_SAMPLE) or 0)
-    sample = (n, int(st.session_state.get(state.QUERY_SEED) or 0), alpha()) if n else (None, 0, 0.05)
     try:
-        return key, cache.evaluation(key, similarity(), ks(), n_recall, *sample, _ds=ds, _compute=compute())
+        return tok, cache.evaluation(tok, st.session_state[state.DATASET][1], compute())
     except InputError as exc:
-        st.error(f"**This input can't be evaluated.** {exc}")
+        components.error("This input can't be evaluated.", exc)
     except ComputeError as exc:
         cache.compute.clear()  # a lost cluster is started afresh on the next run
-        st.error(f"**The Dask cluster could not finish.** {exc}")
+        components.error("The Dask cluster could not be used.", exc)
     return None
 
 

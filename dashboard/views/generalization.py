@@ -6,22 +6,22 @@ import streamlit as st
 
 from analysis_core.figures.class_count import generalization_figure
 from analysis_core.stats.class_count import split_generalization
-from dashboard import cache, components, state
-from dashboard.views.common import alpha, current, ks, similarity
+from dashboard import cache, components
+from dashboard.views.common import alpha, current
 
 st.title("Generalization across splits")
 got = current()
 if got is not None:
     key, ev = got
-    ds = st.session_state[state.DATASET][1]
+    ds = ev.dataset
     splits = sorted(set(ds.split.tolist()))
     method = st.selectbox("Method (checkpoint)", ev.methods)
     ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
     group_size = st.slider("Group size S", 2, 50, 10)
-    evs = {sp: cache.split_evaluation(key, similarity(), ks(), sp, group_size, 0, alpha(), ds) for sp in splits}
+    evs = {sp: cache.split_evaluation(key, ds, sp, group_size, 0) for sp in splits}
     gen = split_generalization(evs, method, ref, alpha())
-    components.figure(generalization_figure(gen, splits, title=f"Metrics per split ({method})"), "generalization",
-                      gen)
+    title = f"Metrics per split ({components.plot_text(method)})"
+    components.figure(generalization_figure(gen, splits, title=title), "generalization", gen)
     components.table(gen, "generalization")
     st.caption("Recall@1 and MAP@R depend on each split's number of classes; grouped Recall@1 and JSD do not, so "
                "their gaps measure over-fitting.")

@@ -7,8 +7,8 @@ import streamlit as st
 
 from analysis_core.figures.class_count import histogram_figure
 from analysis_core.stats.histograms import histogram_table
-from dashboard import cache, components, state
-from dashboard.views.common import alpha, current, ks, similarity
+from dashboard import cache, components
+from dashboard.views.common import current
 
 st.title("Positive and negative pair similarities")
 got = current()
@@ -18,8 +18,7 @@ if got is not None:
     split_evals = {}
     if ds.split is not None:
         for sp in sorted(set(ds.split.tolist())):
-            split_evals[sp] = cache.split_evaluation(key, similarity(), ks(), sp, 10, 0, alpha(),
-                                                     st.session_state[state.DATASET][1])
+            split_evals[sp] = cache.split_evaluation(key, ds, sp, 10, 0)
     hist = histogram_table(ev, split_evals)
     c1, c2, c3 = st.columns(3)
     method = c1.selectbox("Method", ev.methods)
@@ -28,7 +27,8 @@ if got is not None:
     part = hist[(hist["method"] == method) & (hist["split"] == split)]
     e = ev if split == "all" else split_evals[split]
     summ = e.method_summary(method)
-    components.figure(histogram_figure(part, normalized, title=f"{method} · {split}: JSD = {summ['jsd']:.3f}"),
+    title = f"{components.plot_text(method)} · {components.plot_text(split)}: JSD = {summ['jsd']:.3f}"
+    components.figure(histogram_figure(part, normalized, title=title),
                       f"histograms_{method}_{split}", part)
     keys = ("jsd", "mean_pos_similarity", "mean_neg_similarity", "n_pos_pairs", "n_neg_pairs")
     rows = []

@@ -28,8 +28,8 @@ if got is not None:
     for c in ("split", "role"):
         if getattr(ds, c) is not None:
             u, n = np.unique(getattr(ds, c), return_counts=True)
-            extras.append(f"{c}: " + ", ".join(f"{a} ({b})" for a, b in zip(u, n, strict=True)))
-    st.caption(f"Source: {ds.source} · similarity: {d['similarity']} · "
+            extras.append(f"{c}: " + ", ".join(f"{components.literal(a)} ({b})" for a, b in zip(u, n, strict=True)))
+    st.caption(f"Source: {components.literal(ds.source)} · similarity: {d['similarity']} · "
                + ("roles given" if ds.role is not None else "leave-one-out")
                + "".join(f" · {e}" for e in extras) + (" · confidences given" if ds.confidence is not None else ""))
     with st.expander("Class sizes"):

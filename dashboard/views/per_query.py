@@ -19,8 +19,8 @@ if got is not None:
     ds = ev.dataset
     methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
     ap = ap_frame(ev, methods or ev.methods)
-    n_cls = st.slider("Classes shown (lowest mean AP first)", 5, max(5, min(100, ap["label"].nunique())),
-                      min(30, max(5, ap["label"].nunique())))
+    n_labels = ap["label"].nunique()
+    n_cls = components.int_slider("Classes shown (lowest mean AP first)", min(5, n_labels), min(100, n_labels), 30)
     components.figure(ap_by_class_figure(ap, max_classes=n_cls), "ap_by_class", ap)
 
     st.subheader("Worst classes")
@@ -50,6 +50,6 @@ if got is not None:
         row = match.iloc[0]
         about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "
                  f"{int(row['n_positives'])} positives")
-    st.caption(f"Query {q} (id {ids[q]}, class {ds.labels[q]}): {about}. "
+    st.caption(f"Query {q} (id {components.literal(ids[q])}, class {components.literal(ds.labels[q])}): {about}. "
                "Top 10 by faiss; tied scores are shown in faiss's order (metrics average over tie orders).")
     st.dataframe(nn, width="stretch", hide_index=True)

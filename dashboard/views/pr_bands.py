@@ -6,7 +6,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import pr_bands_figure
 from dashboard import cache, components
-from dashboard.views.common import alpha, current, ks, similarity
+from dashboard.views.common import alpha, current
 
 st.title("Precision-recall bands")
 c1, c2 = st.columns(2)
@@ -16,7 +16,7 @@ kind = c2.radio("Band", ["t", "bootstrap"], horizontal=True,
 got = current(n_recall)
 if got is not None:
     key, ev = got
-    b = cache.bands(key, similarity(), ks(), n_recall, alpha(), kind, ev)
+    b = cache.bands(key, ev, kind)
     methods = st.multiselect("Methods", ev.methods, default=ev.methods)
     classes = sorted(c for c in b["class"].unique() if c != "all")
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
@@ -25,5 +25,6 @@ if got is not None:
     fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], split=split, kind=kind)
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
+    n_all = int(b.loc[b["class"] == "all", "n"].max())
     st.caption(f"{100 * (1 - alpha()):g}% {'pointwise' if kind == 't' else 'simultaneous'} band; n = queries "
-               "averaged at each recall level.")
+               f"averaged at each recall level (all queries together: n = {n_all:,}).")

@@ -52,6 +52,7 @@ def test_overview_shows_the_cores_numbers_on_demo_data(demo):
 def test_every_page_renders_on_the_many_class_demo(page):
     at = _open("many_classes", page)
     assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]  # unexpected errors are shown with an id, not raised
     assert len(at.title) == 1
 
 
@@ -59,6 +60,7 @@ def test_every_page_renders_on_the_many_class_demo(page):
 def test_every_page_renders_on_the_digits_demo(page):
     at = _open("digits", page)
     assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
 
 
 def test_class_count_sliders_change_the_sampled_metrics_to_the_cores_values():

@@ -36,6 +36,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVER_PID: dict[str, int] = {}  # the running server's process id, for memory checks
+
+
 @pytest.fixture(scope="module")
 def server():
     port = _free_port()
@@ -44,6 +47,7 @@ def server():
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    SERVER_PID["pid"] = proc.pid
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -276,3 +280,135 @@ def test_local_dask_cluster_and_query_sample_in_the_browser(page):
         assert shown[m] == pytest.approx(v["map"]["expected"], abs=1e-12)
     assert page.get_by_text("Intervals from the query sample (300 of 1,797 queries, seed 0)").count() == 1
     _shot(page, "query_sample")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _npz_bytes(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(page):
+    """A file named like a Markdown image or an HTML tag: shown as written (backslashes too),
+    and the browser requests nothing for it."""
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    name = "![x](http://127.0.0.1:9/x.png) a\\b <img src=http://127.0.0.1:9/y.png> **bold** $x$.npz"
+    rng = np.random.default_rng(3)
+    data = _npz_bytes(embeddings=rng.standard_normal((40, 4)).astype(np.float32), labels=np.repeat([0, 1], 20))
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_text("Upload files").click()
+    page.locator("input[type='file']").set_input_files([{"name": name, "mimeType": "application/octet-stream",
+                                                         "buffer": data}])
+    _wait_text(page, "Source: ")
+    caption = page.get_by_text("Source: ").first.inner_text()
+    assert caption.startswith(f"Source: {name} ·"), caption
+    _no_exception(page)
+    bad = (_npz_bytes(embeddings=np.zeros((6, 3), np.float32), labels=np.repeat([0, 1], 3)))
+    _replace_uploads_payload(page, [{"name": "<b>z</b> [a](http://127.0.0.1:9/z) \\.npz",
+                                     "mimeType": "application/octet-stream", "buffer": bad}])
+    page.get_by_text("This input can't be used.").first.wait_for(timeout=60_000)
+    _settle(page)
+    alert = page.locator("[data-testid='stAlert']").first.inner_text()
+    assert "<b>z</b> [a](http://127.0.0.1:9/z) \\.npz" in alert, alert
+    _shot(page, "literal_file_names")
+    links = page.locator("img[src*='127.0.0.1:9'], a[href*='127.0.0.1:9']")
+    assert links.count() == 0, [links.nth(i).evaluate("e => e.outerHTML") for i in range(links.count())]
+    assert not [u for u in requests if "127.0.0.1:9/" in u], requests
+
+
+def _replace_uploads_payload(pg, payloads: list[dict]) -> None:
+    delete = pg.locator("[data-testid='stFileUploader'] button[aria-label^='Remove ']")
+    while delete.count():
+        delete.first.click()
+        _settle(pg)
+    pg.locator("input[type='file']").set_input_files(payloads)
+
+
+def test_refused_uploads_release_their_memory(page):
+    """Ten uploads of npz files each holding 2 GB of zeros (2 MB compressed), refused (all-zero
+    vectors under cosine, or a size limit): the server's resident memory ends within 300 MB of
+    where it started."""
+    pid = SERVER_PID["pid"]
+    buf = io.BytesIO()
+    np.savez_compressed(buf, embeddings=np.zeros((500_000, 1000), np.float32), labels=np.arange(500_000) % 2)
+    zeros = buf.getvalue()
+    assert len(zeros) < 10 * 2**20
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_text("Upload files").click()
+    _settle(page)
+    start = _rss_mb(pid)
+    peak = start
+    for i in range(10):
+        _replace_uploads_payload(page, [{"name": f"zeros_{i}.npz", "mimeType": "application/octet-stream",
+                                         "buffer": zeros}])
+        page.get_by_text("This input can't be used.").first.wait_for(timeout=300_000)
+        _settle(page, 300_000)
+        peak = max(peak, _rss_mb(pid))
+        _no_exception(page)
+    _replace_uploads_payload(page, [])
+    _settle(page)
+    time.sleep(2)
+    end = _rss_mb(pid)
+    print(f"server RSS: start {start:.0f} MB, end {end:.0f} MB, highest seen after a refusal {peak:.0f} MB")
+    assert end - start < 300, (start, end, peak)
+
+
+
+def _server_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _wait_idle(pid: int, timeout: float = 600) -> float:
+    """The server's CPU time once it has been idle for a second (its computations finished)."""
+    deadline = time.time() + timeout
+    before = _server_cpu_s(pid)
+    while time.time() < deadline:
+        time.sleep(1.0)
+        now = _server_cpu_s(pid)
+        if now - before < 0.05:
+            return now
+        before = now
+    raise AssertionError("the server never became idle")
+
+
+def test_an_abandoned_run_is_kept_for_the_next_identical_request(server, browser, tmp_path):
+    """Close the page while the evaluation runs: the server finishes it and keeps the result; a
+    new page asking for the same data and settings gets it without a second computation (the
+    server's CPU time for the new page is a small part of the abandoned run's)."""
+    pid = SERVER_PID["pid"]
+    rng = np.random.default_rng(21)
+    f = tmp_path / "abandoned_run.npz"
+    np.savez(f, embeddings=rng.standard_normal((12_000, 32)).astype(np.float32), labels=rng.integers(0, 600, 12_000))
+
+    def open_page():
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        pg = ctx.new_page()
+        pg.goto(server)
+        _wait_text(pg, "Summary (CSV)")
+        return pg
+
+    first = open_page()
+    cpu0 = _wait_idle(pid)
+    _upload(first, f)
+    first.get_by_text("Evaluating").first.wait_for(timeout=120_000)
+    first.context.close()  # the browser goes away mid-run
+    cpu1 = _wait_idle(pid)
+    second = open_page()
+    cpu2 = _server_cpu_s(pid)
+    _upload(second, f)
+    _wait_text(second, "Source: abandoned_run.npz")
+    cpu3 = _wait_idle(pid)
+    got = _summary_csv(second).set_index("method")["mAP"]
+    assert got["abandoned_run"] == pytest.approx(_cli_map([str(f)])["abandoned_run"], abs=1e-12)
+    print(f"server CPU: abandoned run {cpu1 - cpu0:.1f} s, the next identical request {cpu3 - cpu2:.1f} s")
+    assert cpu3 - cpu2 < 0.3 * (cpu1 - cpu0), (cpu1 - cpu0, cpu3 - cpu2)
+    second.context.close()

@@ -1,0 +1,190 @@
+"""The dashboard's store: bounded in bytes and entries, refused data kept nowhere, one
+computation per key however many sessions ask, abandoned runs kept, one token per evaluation."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+from streamlit.testing.v1 import AppTest
+
+from analysis_core import InputError, evaluate, load_files
+from analysis_core.stats.bands import pr_bands
+from dashboard import cache
+
+ROOT = Path(__file__).resolve().parents[2]
+MB = 2**20
+
+
+def _array(mb: int, fill: float = 1.0) -> np.ndarray:
+    return np.full(mb * MB // 8, fill)
+
+
+def test_the_store_keeps_within_its_byte_budget_least_recently_used_first():
+    s = cache.Store(budget=10 * MB, max_entries=100)
+    for i in range(3):
+        s.result(f"k{i}", lambda p, i=i: _array(4, i), group=f"g{i}", label="x")
+    assert "k0" not in s and "k1" in s and "k2" in s  # 12 MB > 10 MB: the oldest went
+    assert s.used <= 10 * MB
+    s.entry("k1")  # used: k2 is now the least recently used
+    s.result("k3", lambda p: _array(4), group="g3", label="x")
+    assert set(s._items) == {"k1", "k3"} and s.used <= 10 * MB
+    big = s.result("big", lambda p: _array(11), group="g", label="x")  # larger than the budget: not kept
+    assert big.nbytes == 11 * MB and "big" not in s and s.used <= 10 * MB
+
+
+def test_the_store_keeps_at_most_max_entries():
+    s = cache.Store(budget=10**9, max_entries=3)
+    for i in range(5):
+        s.result(f"k{i}", lambda p, i=i: i, group=f"g{i}", label="x")
+    assert set(s._items) == {"k2", "k3", "k4"}
+
+
+def test_an_evicted_dataset_takes_its_derived_results_along():
+    s = cache.Store(budget=10 * MB, max_entries=100)
+    s.result("data/a", lambda p: _array(4), group="a", label="x")
+    s.result("ev/a1", lambda p: _array(1), group="a", label="x")
+    s.result("data/b", lambda p: _array(4), group="b", label="x")
+    s.entry("ev/a1")  # the evaluation is recent, its dataset is the oldest entry
+    s.result("data/c", lambda p: _array(4), group="c", label="x")
+    assert set(s._items) == {"data/b", "data/c"}
+
+
+def test_nbytes_counts_arrays_once_and_not_the_dataset_inside_an_evaluation():
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    ev = evaluate(ds, methods=["pca16"])
+    arrays = sum(e.nbytes for e in ds.embeddings.values())
+    assert cache.nbytes(ds) >= arrays
+    a = np.ones(1000)
+    assert cache.nbytes([a, a, (a,)]) < 2 * a.nbytes
+    r = ev.results["pca16"]
+    assert r.values.nbytes + r.pr_curves.nbytes <= cache.nbytes(ev) < cache.nbytes(ds)
+
+
+def _npz(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_a_refused_upload_is_not_kept_and_a_dataset_refused_later_is_dropped(monkeypatch):
+    monkeypatch.setattr(cache, "STORE", cache.Store(budget=10**9, max_entries=10))
+    zeros = [("zeros.npz", _npz(embeddings=np.zeros((6, 3), np.float32), labels=np.repeat([0, 1], 3)))]
+    digest = cache.files_digest(zeros)
+    with pytest.raises(InputError, match="all-zero"):
+        cache.dataset(digest, lambda: zeros, "cosine")
+    assert len(cache.STORE) == 0
+    ds = cache.dataset(digest, lambda: zeros, "dot")  # the same data is fine for the dot product
+    assert ds.n_items == 6 and len(cache.STORE) == 1
+    tok = cache.Token(digest, "dot", (1,), 11, None, 0, 0.05)
+    cache.evaluation(tok, ds)
+    assert len(cache.STORE) == 2
+    with pytest.raises(InputError, match="all-zero"):
+        cache.dataset(digest, lambda: zeros, "cosine")
+    assert len(cache.STORE) == 0  # the dataset and its evaluation are gone
+
+
+def test_identical_requests_share_one_computation_and_an_abandoned_run_is_kept(monkeypatch):
+    """A session stopped while waiting (Streamlit raises StopException in its next st call, here
+    the progress bar) leaves the computation running; its result is stored, and the next request
+    gets it without a second computation."""
+    s = cache.Store(budget=10**9, max_entries=10)
+    release, calls = threading.Event(), []
+
+    def slow(progress):
+        calls.append(1)
+        progress(1, 2, "half way")
+        release.wait(30)
+        return "result"
+
+    def stopped(*args, **kwargs):
+        raise StopException()
+
+    monkeypatch.setattr(cache.st, "progress", stopped)
+    with pytest.raises(StopException):
+        s.result("k", slow, group="g", label="x")  # the session goes away mid-run
+    other = []
+    t = threading.Thread(target=lambda: other.append(s._running["k"][0].result()))
+    t.start()
+    release.set()
+    t.join(30)
+    deadline = time.time() + 30
+    while "k" not in s and time.time() < deadline:
+        time.sleep(0.05)
+    assert s.result("k", slow, group="g", label="x") == "result" == other[0]
+    assert len(calls) == 1 and s.computed == 1
+
+
+def test_concurrent_identical_requests_run_once():
+    s = cache.Store(budget=10**9, max_entries=10)
+    calls = []
+
+    def fn(progress):
+        calls.append(1)
+        time.sleep(0.2)
+        return len(calls)
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(s.result("k", fn, group="g", label="x")))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert got == [1, 1, 1, 1] and calls == [1]
+
+
+def test_the_token_covers_every_setting():
+    base = cache.Token("d", "cosine", (1, 2), 11, 300, 0, 0.05)
+    fields = {"data": "e", "similarity": "dot", "ks": (1,), "n_recall": 12, "query_sample": None, "seed": 1,
+              "alpha": 0.01}
+    import dataclasses
+
+    keys = {dataclasses.replace(base, **{f: v}).key for f, v in fields.items()}
+    assert len(keys | {base.key}) == len(fields) + 1
+    assert base.derived("bands", "t") != dataclasses.replace(base, query_sample=None).derived("bands", "t")
+
+
+def test_the_bands_page_follows_the_query_sample():
+    """The PR-band bug: with a 300-query sample the page showed the full run's bands."""
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at.switch_page("views/pr_bands.py").run()
+    assert any("n = 1,797" in c.value for c in at.caption)
+    at.number_input(key="query_sample").set_value(300).run()
+    at.number_input(key="query_seed").set_value(4).run()
+    assert not at.exception and not at.error
+    assert any("n = 300)" in c.value for c in at.caption), [c.value for c in at.caption]
+    ref = pr_bands(evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), query_sample=300, seed=4),
+                   alpha=0.05, kind="t")
+    assert int(ref.loc[ref["class"] == "all", "n"].max()) == 300
+    at.number_input(key="query_sample").set_value(0).run()
+    assert any("n = 1,797" in c.value for c in at.caption)
+
+
+def test_a_refused_upload_releases_its_memory_without_a_garbage_collection(monkeypatch):
+    """Nothing (no store entry, no reference cycle through the failed computation's traceback)
+    keeps a refused upload's arrays: with the garbage collector off, resident memory returns."""
+    import gc
+
+    psutil = pytest.importorskip("psutil")
+    monkeypatch.setattr(cache, "STORE", cache.Store(budget=10**10, max_entries=10))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, embeddings=np.zeros((100_000, 1000), np.float32), labels=np.arange(100_000) % 2)
+    files = [("zeros.npz", buf.getvalue())]
+    proc = psutil.Process()
+    gc.collect()
+    gc.disable()
+    try:
+        start = proc.memory_info().rss
+        for i in range(3):  # 400 MB each
+            with pytest.raises(InputError, match="all-zero"):
+                cache.dataset(f"zeros{i}", lambda: files, "cosine")
+        grown = (proc.memory_info().rss - start) / MB
+    finally:
+        gc.enable()
+    assert len(cache.STORE) == 0 and grown < 100, grown

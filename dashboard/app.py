@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core import InputError
+from analysis_core.methods import natural_key
 from dashboard import cache, components, state
 
 st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
@@ -69,6 +70,7 @@ def sidebar() -> None:
     try:
         ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
         st.session_state[state.DATASET] = (digest, ds)
+        split_selector(ds)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
     except MemoryError:
@@ -76,6 +78,20 @@ def sidebar() -> None:
                                          "the command line on a larger machine, or upload fewer or smaller files.")
     except Exception:  # noqa: BLE001 - a loader bug: an id on the page, the traceback in the log
         st.session_state[state.ERROR] = components.unexpected("loading the files")
+
+
+def split_selector(ds) -> None:
+    """Every item in one gallery, or one split as its own retrieval problem: every page follows."""
+    if ds.split is None:
+        st.session_state[state.SPLIT] = ""
+        return
+    splits = sorted(set(ds.split.tolist()), key=natural_key)
+    if st.session_state.get(state.SPLIT) not in ("", *splits):
+        st.session_state[state.SPLIT] = ""
+    st.sidebar.selectbox("Split", ["", *splits], key=state.SPLIT,
+                         format_func=lambda s: f"split: {s}" if s else "all items (one gallery)",
+                         help="A split is evaluated as its own retrieval problem: its queries against its own "
+                              "items only (the zero-shot protocol for held-out classes).")
 
 
 def main() -> None:
@@ -95,6 +111,8 @@ def main() -> None:
         pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))
     if ds is not None and ds.split is not None:
         pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
+    if ds is not None and len(ds.methods) > 1:
+        pages.append(st.Page("views/training.py", title="Training", icon=":material/timeline:"))
     st.navigation(pages).run()
 
 

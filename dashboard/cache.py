@@ -38,7 +38,9 @@ import streamlit as st
 
 from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
 from analysis_core.io import validate
+from analysis_core.stats.analysis import VariabilityAnalysis, analyse
 from analysis_core.stats.bands import pr_bands
+from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_count import class_count_sweep
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
@@ -216,6 +218,7 @@ class Token:
     query_sample: int | None
     seed: int
     alpha: float
+    split: str | None = None  # one split as its own retrieval problem, or every item
 
     @property
     def key(self) -> str:
@@ -307,7 +310,7 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
                         query_sample=token.query_sample, seed=token.seed, alpha=token.alpha, compute=compute,
-                        progress=progress)
+                        split=token.split, progress=progress)
 
     return STORE.result(key, run, group=token.data, label="Evaluating")
 
@@ -334,3 +337,15 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int)
 def bands(token: Token, ev: Evaluation, kind: str) -> pd.DataFrame:
     return STORE.result(token.derived("bands", kind), lambda p: pr_bands(ev, alpha=token.alpha, kind=kind),
                         group=token.data, label="Computing the bands")
+
+
+def statistics(token: Token, selection: tuple, ap: pd.DataFrame, metrics: pd.DataFrame) -> VariabilityAnalysis:
+    """The Statistics page's :func:`~analysis_core.stats.analyse` for one selection of methods,
+    classes and subsample (``selection`` names it in the key)."""
+    return STORE.result(token.derived("statistics", *selection), lambda p: analyse(ap, token.alpha, metrics=metrics),
+                        group=token.data, label="Running the statistics")
+
+
+def checkpoints(token: Token, ev: Evaluation) -> CheckpointAnalysis:
+    return STORE.result(token.derived("checkpoints"), lambda p: checkpoint_analysis(
+        {token.split or "all": ev}, token.alpha), group=token.data, label="Comparing checkpoints")

@@ -50,7 +50,12 @@ def _no_chromium() -> bool:
 
 def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None) -> None:
     """Show ``fig`` and offer it as PDF / SVG / PNG (rendered on click, at the sidebar's paper
-    size) and the data behind it as CSV."""
+    size) and the data behind it as CSV. With a split chosen in the sidebar, its name is in the
+    title and in every exported file name."""
+    split = st.session_state.get(state.SPLIT) or ""
+    if split:
+        fig = go.Figure(fig).update_layout(title_text=f"{fig.layout.title.text or ''} [split: {plot_text(split)}]")
+        name = f"{name}__{split}"
     st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
     missing = _no_chromium()
     cols = st.columns(len(FORMATS) + 1, gap="small")

@@ -19,4 +19,7 @@ UPLOAD_DIGESTS = "_upload_digests"  # the uploader's file id -> content digest (
 DATASET = "_dataset"            # (digest, Dataset) or None
 ERROR = "_error"                # the InputError that stopped loading, or None
 
-DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)"}
+SPLIT = "split"                 # "" = every item in one gallery, else one split as its own retrieval problem
+
+DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)",
+             "training": "Demo: a training run (zero-shot digits, 10 checkpoints)"}

@@ -7,13 +7,13 @@ import streamlit as st
 
 from analysis_core.figures.class_count import sweep_figure
 from dashboard import cache, components
-from dashboard.views.common import alpha, current
+from dashboard.views.common import alpha, current, items
 
 st.title("Class count & group size")
 got = current()
 if got is not None:
     key, ev = got
-    ds = ev.dataset
+    ds = items(ev)  # the chosen split's items: classes are sampled within it
     n_all = ds.n_classes
     method = st.selectbox("Method", ev.methods)
     c1, c2, c3 = st.columns(3)

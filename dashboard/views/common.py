@@ -17,7 +17,7 @@ def token(n_recall: int = 11) -> cache.Token | None:
     n = int(st.session_state.get(state.QUERY_SAMPLE) or 0)
     return cache.Token(data=loaded[0], similarity=similarity(), ks=ks(), n_recall=n_recall,
                        query_sample=n or None, seed=int(st.session_state.get(state.QUERY_SEED) or 0) if n else 0,
-                       alpha=alpha())
+                       alpha=alpha(), split=split() or None)
 
 
 def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:
@@ -60,3 +60,14 @@ def ks() -> tuple[int, ...]:
 
 def alpha() -> float:
     return float(st.session_state.get(state.ALPHA, 0.05))
+
+
+def split() -> str:
+    """The sidebar's split ("" = every item in one gallery)."""
+    return st.session_state.get(state.SPLIT) or ""
+
+
+def items(ev: Evaluation):
+    """The dataset restricted to the evaluated items (the chosen split's, or all)."""
+    ds = ev.dataset
+    return ds if ev.rows.size == ds.n_items else ds.subset(ev.rows)

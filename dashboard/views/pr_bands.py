@@ -20,9 +20,7 @@ if got is not None:
     methods = st.multiselect("Methods", ev.methods, default=ev.methods)
     classes = sorted(c for c in b["class"].unique() if c != "all")
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
-    splits = sorted(b["split"].unique()) if "split" in b.columns else ["all"]
-    split = st.selectbox("Split", splits) if len(splits) > 1 else "all"
-    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], split=split, kind=kind)
+    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind)
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
     n_all = int(b.loc[b["class"] == "all", "n"].max())

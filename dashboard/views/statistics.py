@@ -3,21 +3,13 @@ all from one ``analyse`` call (the report runs the same)."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
-from analysis_core.stats.analysis import VariabilityAnalysis, analyse
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.variability import ap_frame, balanced_subsample, metric_frame
-from dashboard import components
+from dashboard import cache, components
 from dashboard.views.common import alpha, current
-
-
-@st.cache_data(show_spinner="Running the statistics…", max_entries=32)
-def _analysis(key: str, ap: pd.DataFrame, metrics: pd.DataFrame, a: float) -> VariabilityAnalysis:
-    return analyse(ap, a, metrics=metrics)
-
 
 st.title("Variability across classes and methods")
 got = current()
@@ -31,14 +23,16 @@ if got is not None:
                              help=f"Tukey HSD and Games-Howell tables are made for at most {MAX_POSTHOC_GROUPS} "
                                   "method × class groups; every other test uses every selected query.")
     ap = ap[ap["label"].isin(classes or all_classes)]
+    subsample = None
     if st.toggle("Balanced subsample (same n queries per class, as Brughi et al.)"):
-        n = st.slider("Queries per class", 2, 50, 5)
-        ap = balanced_subsample(ap, n, seed=st.number_input("Seed", 0, 10_000, 0))
+        subsample = (st.slider("Queries per class", 2, 50, 5), st.number_input("Seed", 0, 10_000, 0))
+        ap = balanced_subsample(ap, subsample[0], seed=subsample[1])
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
     metrics = metric_frame(ev, methods or ev.methods)
     metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
-    res = _analysis(key, ap.reset_index(drop=True), metrics, a)
+    selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample)
+    res = cache.statistics(key, selection, ap.reset_index(drop=True), metrics)
     components.warnings(list(res.warnings))
 
     st.subheader("One-way tests")

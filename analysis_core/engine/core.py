@@ -37,8 +37,12 @@ from . import kernels as K
 
 TILE = 512  # fixed: part of the definition of the computed scores (see module docstring)
 KEEP_TILES_MB = 256  # phase-1 tiles kept for phase 2 instead of being recomputed
-_GENERAL_ONLY = False  # tests: every tile through the general kernel (the fast kernels must agree with it)
 Progress = Callable[[int, int, str], None]
+#: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
+#: "auto" counts per threshold or searches per query row, by cost; "count" always counts;
+#: "search" binary-searches every negative reaching a positive; "general" sends every tile through
+#: the kernel for duplicate vectors
+KERNELS = ("auto", "count", "search", "general")
 
 #: columns of the per-query output array, in order (before the P@k / Recall@k columns)
 BASE_COLUMNS = ("n_positives", "ap", "ap_lower", "ap_upper", "map_at_r", "r_precision", "rr",
@@ -283,6 +287,7 @@ class Setup:
     token: str
     per_query: bool = False  # per-query pair histograms and sums (query sampling)
     fx: float = 1.0  # fixed-point steps per unit score for the per-query sums
+    kernel: str = "auto"  # see KERNELS
 
     @property
     def n(self) -> int:
@@ -339,7 +344,7 @@ def gallery_positives(codes: np.ndarray, is_gallery: np.ndarray) -> np.ndarray:
 def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
-            n_bins: int = 200, per_query_pairs: bool = False) -> Setup:
+            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto") -> Setup:
     """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
@@ -347,6 +352,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
     if isq.shape != (n,) or isg.shape != (n,) or codes.shape != (n,):
         raise ValueError(f"codes, is_query and is_gallery need one entry per row of X ({n})")
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}: use one of {', '.join(KERNELS)}")
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
@@ -381,7 +388,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         uq=q_c[first].astype(np.uint8), ug=g_c[first].astype(np.uint8), loo=bool(q_c.all() and g_c.all()),
         tile_shared=tile_shared, tile_has_query=tile_has_query, pos_pairs=pos_pairs, ks=ks_arr,
         n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
-        per_query=per_query_pairs, fx=min(fx, 2.0**52),
+        per_query=per_query_pairs, fx=min(fx, 2.0**52), kernel=kernel,
     )
 
 
@@ -504,6 +511,8 @@ def _phase2(S_: Setup, tiles: _Tiles, ths: list[Thresholds], pair_tiles, counts_
             np.zeros((2, 4, S_.n_bins), np.int64)) for _ in range(n_threads)]
     cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
     tile_buf = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
+    tile_buf_t = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
+    row_buf = [np.empty(TILE, np.float32) for _ in range(n_threads)]
     nqh = nq if S_.per_query else 0
     qacc = [(np.zeros((nqh, 2, S_.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
     tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
@@ -517,16 +526,21 @@ def _phase2(S_: Setup, tiles: _Tiles, ths: list[Thresholds], pair_tiles, counts_
         gt, eq, h = acc[w]
         pairs = counts_pairs(i, j)
         sums = np.zeros(2, np.float64)
-        if S_.tile_shared[i] or S_.tile_shared[j] or _GENERAL_ONLY:
-            K.count_tile(S, i * TILE, j * TILE, i == j, S_.uptr, S_.lab, S_.q_c, S_.g_c, slot, uoff, uvals, qmin,
-                         S_.ulab, S_.uq, S_.ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0],
-                         qacc[w][1], S_.fx)
-        elif S_.loo and not S_.per_query:
-            K.count_tile_loo(S, i * TILE, j * TILE, i == j, S_.ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo,
-                             inv_width, sums, cand_buf[w], pairs)
+        a0, b0 = i * TILE, j * TILE
+        if S_.tile_shared[i] or S_.tile_shared[j] or S_.kernel == "general":
+            K.count_tile(S, a0, b0, i == j, S_.uptr, S_.lab, S_.q_c, S_.g_c, slot, uoff, uvals, qmin, S_.ulab, S_.uq,
+                         S_.ug, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0], qacc[w][1], S_.fx)
         else:
-            K.count_tile_roles(S, i * TILE, j * TILE, i == j, S_.ulab, S_.uq, S_.ug, uslot, uqmin, uoff, uvals, gt,
-                               eq, h, lo, inv_width, sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], S_.fx)
+            search = S_.kernel == "search"  # else the queries are ranked by rank_rows, after binning
+            if S_.loo and not S_.per_query:
+                K.count_tile_loo(S, a0, b0, i == j, S_.ulab, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width,
+                                 sums, cand_buf[w], pairs, search)
+            else:
+                K.count_tile_roles(S, a0, b0, i == j, S_.ulab, S_.uq, S_.ug, uslot, uqmin, uoff, uvals, gt, eq, h,
+                                   lo, inv_width, sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], S_.fx, search)
+            if not search:
+                K.rank_tile(S, a0, b0, i == j, S_.ulab, S_.uq, S_.ug, uslot, uqmin, uoff, uvals, gt, eq, row_buf[w],
+                            tile_buf_t[w], S_.kernel == "count")
         if pairs:
             tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
 
@@ -699,7 +713,7 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
              memory_mb: int = 1024, progress: Progress | None = None, compute=None,
-             per_query_pairs: bool = False) -> PassResult:
+             per_query_pairs: bool = False, kernel: str = "auto") -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -720,7 +734,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         to add in any order). Used for intervals of pair statistics under query sampling.
     """
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
-                    n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs)
+                    n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
+                    kernel=kernel)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
     n_threads = n_threads or os.cpu_count() or 1

@@ -16,8 +16,11 @@ for a pair when the pair sits at another position of the call or when the thread
 Hence input row order, ``block_size`` and ``n_threads`` cannot change a single bit of the result.
 
 The pass has three phases: (1) the tiles holding same-class pairs give every query its positive
-scores; (2) all tiles are streamed, each negative is ranked against its query's positive scores
-(binary search) and each pair is binned; (3) each query's tie blocks give its metrics.
+scores; (2) all tiles are streamed, each pair is binned and each negative ranked against its
+query's positive scores (counting per threshold or binary search, per query row by cost: see
+:mod:`.ranking`); (3) each query's tie blocks give its metrics. Modules: :mod:`.layout`,
+:mod:`.tiles`, :mod:`.setup`, :mod:`.plan`, :mod:`.pool`, :mod:`.phases`, :mod:`.results`,
+:mod:`.tasks`; this one runs a pass in this process (or hands it to :mod:`.distributed`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     per_query_pairs : also return each query's (query, gallery) pair histogram and score sums
         (``query_hist``, ``query_pair_sums``; sums on a fixed-point grid of about 2^-40, exact
         to add in any order). Used for intervals of pair statistics under query sampling.
+    kernel : how phase 2 ranks negatives, one of ``KERNELS`` (results are identical; a choice for
+        tests and measurements): ``"auto"`` counting or search per query row by cost.
     """
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,

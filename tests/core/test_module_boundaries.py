@@ -40,5 +40,6 @@ def test_no_module_imports_another_modules_private_names():
 
 def test_the_checker_sees_both_forms(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("from .core import _hidden, shown\nfrom . import kernels as K\nK._bump(1)\nimport numpy as np\nnp._x\n")
+    f.write_text("from .core import _hidden, shown\nfrom . import kernels as K\nK._bump(1)\n"
+                 "import numpy as np\nnp._x\n")
     assert _private_uses(f) == ["line 1: from .core import _hidden", "line 3: K._bump"]

@@ -1,22 +1,30 @@
-"""Whole-process benchmark of `evaluate` against the physical limit and peers (SPEC section 7).
+"""Whole-process benchmark of `evaluate` against the physical limit and peers, across difficulty.
 
 Every contender runs as its own process on the same saved data, so wall time includes interpreter
-start, imports, loading and normalization, and peak memory is that process's max RSS:
+start, imports, loading and normalisation, and peak memory is that process's max RSS:
 
-* ``blocked matmul``: load + normalize + the bare blocked float32 product X[b] @ X.T (1024-row
-  blocks, numpy), results discarded — the floor of any exact evaluation;
-* ``evaluate``: ``python -m analysis_core evaluate`` (all metrics, PR curves, histograms, files);
-* ``faiss kNN``: exact IndexFlatIP search with k = largest class size (top-k only, no metrics);
-* ``PML AccuracyCalculator``: pytorch-metric-learning's MAP@R, R-precision, P@1 (if installed).
+* ``blocked product``: load + normalise + the bare blocked float32 product, 512-row blocks (the
+  engine's tile size) of queries against the whole gallery (numpy, all cores), results discarded:
+  the floor of any exact evaluation;
+* ``evaluate``: ``python -m analysis_core evaluate`` (all metrics, tie-aware with bounds, PR
+  curves, pair histograms, CSV + Parquet files);
+* ``faiss kNN``: exact IndexFlatIP search with k = largest class (top-k only, no metrics);
+* ``PML``: pytorch-metric-learning's AccuracyCalculator (MAP@R, R-precision, P@1), if installed.
 
-Usage: ``python benchmarks/bench_engine.py [--sizes 30000x256x3000,60000x512x3000] [--repeat 2]``.
-Ratios are against the blocked matmul measured in the same run.
+Data: Gaussian class clusters (class centres N(0, I), items centre + spread * N(0, I)); spread
+1 / 2 / 3 goes from easy (mAP ~1) to near chance (an early checkpoint), the cost of ranking grows
+with it. Two protocols: leave-one-out, and a query/gallery split (a third of the items are
+queries, the rest the gallery). Ratios are against the blocked product of the same data and
+protocol in the same run (the machine is shared and noisy: only compare within one run).
+
+Usage: ``python benchmarks/bench_engine.py [--spreads 1,2,3] [--repeat 2] [--no-large]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -28,107 +36,136 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MATMUL = r"""
+# queries / gallery from the optional role array (no role: every item is both)
+LOAD = r"""
 import sys, numpy as np
-d = np.load(sys.argv[1]); X = d["embeddings"].astype(np.float64)
-X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
-for i in range(0, X.shape[0], 1024):
-    S = X[i:i + 1024] @ X.T
+d = np.load(sys.argv[1]); X = d["embeddings"]; y = d["labels"]
+role = d["role"] if "role" in d.files else None
+qm = np.ones(len(y), bool) if role is None else role == "query"
+gm = np.ones(len(y), bool) if role is None else role == "gallery"
 """
 
-FAISS = r"""
-import sys, numpy as np, faiss
-d = np.load(sys.argv[1]); X = d["embeddings"].astype(np.float32); y = d["labels"]
-faiss.normalize_L2(X)
-k = int(np.bincount(y).max())
-index = faiss.IndexFlatIP(X.shape[1]); index.add(X)
-D, I = index.search(X, k + 1)
+MATMUL = LOAD + r"""
+X = X.astype(np.float64); X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+Q, G = X[qm], np.ascontiguousarray(X[gm])
+for i in range(0, Q.shape[0], 512):
+    S = Q[i:i + 512] @ G.T
 """
 
-PML = r"""
-import sys, numpy as np, torch
+FAISS = LOAD + r"""
+import faiss
+X = np.ascontiguousarray(X, dtype=np.float32); faiss.normalize_L2(X)
+k = int(np.bincount(y[gm]).max())
+index = faiss.IndexFlatIP(X.shape[1]); index.add(np.ascontiguousarray(X[gm]))
+D, I = index.search(np.ascontiguousarray(X[qm]), k + int(role is None))
+"""
+
+PML = LOAD + r"""
+import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
-d = np.load(sys.argv[1]); X = torch.from_numpy(d["embeddings"].astype(np.float32)); y = torch.from_numpy(d["labels"])
+X = torch.from_numpy(X.astype(np.float32)); y = torch.from_numpy(y)
 calc = AccuracyCalculator(include=("mean_average_precision_at_r", "r_precision", "precision_at_1"),
                           k="max_bin_count", device=torch.device("cpu"))
-acc = calc.get_accuracy(X, y, X, y, ref_includes_query=True)
-print(acc)
+qm, gm = torch.from_numpy(qm), torch.from_numpy(gm)
+print(calc.get_accuracy(X[qm], y[qm], X[gm], y[gm], ref_includes_query=role is None))
 """
 
 
-def make_data(path: Path, n: int, dim: int, n_classes: int, seed: int = 0) -> None:
+def make_data(path: Path, n: int, dim: int, n_classes: int, spread: float, split: bool, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, n_classes, n)
     centers = rng.standard_normal((n_classes, dim)).astype(np.float32)
-    X = centers[labels] + 1.5 * rng.standard_normal((n, dim)).astype(np.float32)
-    np.savez(path, embeddings=X.astype(np.float32), labels=labels)
+    X = centers[labels] + np.float32(spread) * rng.standard_normal((n, dim)).astype(np.float32)
+    extra = {"role": np.where(rng.random(n) < 1 / 3, "query", "gallery")} if split else {}
+    np.savez(path, embeddings=X.astype(np.float32), labels=labels, **extra)
 
 
 def measure(cmd: list[str], env: dict) -> tuple[float, float]:
-    """Wall time and peak RSS via os.wait4 on the child."""
+    """Wall time and peak RSS (MB) via os.wait4 on the child."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr.read().decode()[-2000:]}")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed:\n{proc.stderr.read().decode()[-2000:]}")
     return wall, usage.ru_maxrss / 1024.0
+
+
+def best_of(cmd: list[str], env: dict, repeat: int) -> tuple[float, float] | None:
+    best = None
+    for _ in range(repeat):
+        try:
+            w, m = measure(cmd, env)
+        except RuntimeError as exc:
+            print(f"  failed: {str(exc).splitlines()[-1]}", flush=True)
+            return None
+        best = (w, m) if best is None or w < best[0] else best
+    return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="20000x256x2000,30000x256x3000,60000x512x3000")
-    ap.add_argument("--pml-max-n", type=int, default=60000,
-                    help="largest N given to PML (its AccuracyCalculator needed 24 GB at N = 30 000 here)")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per contender; the best is reported")
+    ap.add_argument("--size", default="30000x256x3000", help="N x d x classes of the difficulty table")
+    ap.add_argument("--spreads", default="1,2,3")
+    ap.add_argument("--large", default="60000x512x3000", help="N x d x classes of the large case (spread 1.5)")
+    ap.add_argument("--no-large", action="store_true")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per contender; the fastest is reported")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     have_faiss = importlib.util.find_spec("faiss") is not None
     have_pml = importlib.util.find_spec("pytorch_metric_learning") is not None and importlib.util.find_spec("torch")
     py = sys.executable
+    cases = [(args.size, float(s)) for s in args.spreads.split(",")]
+    if not args.no_large:
+        cases.append((args.large, 1.5))
+    rows = []
+    print(f"{os.cpu_count()} cores; best of {args.repeat}; ratios against the blocked product of the same row",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        # warm numba's on-disk cache once (compilation is a one-time cost per install)
-        small = tmp / "warm.npz"
-        make_data(small, 2000, 8, 50)
-        t0 = time.perf_counter()
-        subprocess.run([py, "-m", "analysis_core", "evaluate", str(small), "--quiet"], env=env, check=True,
+        warm = tmp / "warm.npz"  # numba's on-disk cache: compilation is a one-time cost per install
+        make_data(warm, 2000, 8, 50, 1.0, False)
+        subprocess.run([py, "-m", "analysis_core", "evaluate", str(warm), "--quiet"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-        print(f"first run on a tiny set (includes numba compilation if the cache was cold): "
-              f"{time.perf_counter() - t0:.1f} s\n")
-        for spec in args.sizes.split(","):
-            n, dim, c = (int(v) for v in spec.split("x"))
-            data = tmp / f"data_{n}_{dim}.npz"
-            make_data(data, n, dim, c)
-            contenders = [("blocked matmul (floor)", [py, "-c", MATMUL, str(data)]),
-                          ("evaluate (this engine)", [py, "-m", "analysis_core", "evaluate", str(data), "--quiet",
-                                                      "--out", str(tmp / "out")])]
-            if have_faiss:
-                contenders.append(("faiss exact kNN, k=max class", [py, "-c", FAISS, str(data)]))
-            if have_pml and n <= args.pml_max_n:
-                contenders.append(("PML AccuracyCalculator", [py, "-c", PML, str(data)]))
-            rows = []
-            for name, cmd in contenders:
-                best = None
-                for _ in range(args.repeat):
-                    try:
-                        w, m = measure(cmd, env)
-                    except RuntimeError as exc:
-                        print(f"  {name} failed: {str(exc).splitlines()[-1] if str(exc) else exc}")
-                        break
-                    best = (w, m) if best is None or w < best[0] else best
-                if best is not None:
-                    rows.append((name, *best))
-            base = rows[0][1]
-            print(f"N = {n}, d = {dim}, {c} classes, cosine, {os.cpu_count()} cores (best of {args.repeat})")
-            print(f"| {'contender':<30} | {'wall s':>7} | {'peak MB':>8} | {'x matmul':>8} |")
-            print(f"|{'-' * 32}|{'-' * 9}|{'-' * 10}|{'-' * 10}|")
-            for name, w, m in rows:
-                print(f"| {name:<30} | {w:7.2f} | {m:8.0f} | {w / base:8.2f} |")
-            if have_pml and n > args.pml_max_n:
-                print(f"(PML not run at N = {n}: above --pml-max-n)")
-            print()
+        for size, spread in cases:
+            n, dim, c = (int(v) for v in size.split("x"))
+            for split in (False, True):
+                data = tmp / f"data_{n}_{dim}_{spread}_{int(split)}.npz"
+                make_data(data, n, dim, c, spread, split)
+                out = tmp / "out"
+                r = {"case": f"{n} x {dim}, {c} cl.", "spread": spread,
+                     "protocol": "query/gallery" if split else "leave-one-out"}
+                r["product"] = best_of([py, "-c", MATMUL, str(data)], env, args.repeat)
+                r["evaluate"] = best_of([py, "-m", "analysis_core", "evaluate", str(data), "--quiet", "--out",
+                                         str(out)], env, args.repeat)
+                summary = json.loads((out / "summary.json").read_text())
+                r["map"] = next(iter(summary["methods"].values()))["map"]["expected"]
+                r["faiss"] = best_of([py, "-c", FAISS, str(data)], env, args.repeat) if have_faiss else None
+                r["pml"] = best_of([py, "-c", PML, str(data)], env, args.repeat) if have_pml else None
+                rows.append(r)
+                print(_row(r), flush=True)
+    print()
+    print("| data | spread | protocol | mAP | blocked product s | evaluate s | × product | faiss kNN s | × product "
+          "| PML s | evaluate / PML | peak MB evaluate / PML |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(_row(r))
+
+
+def _row(r: dict) -> str:
+    base = r["product"][0] if r["product"] else float("nan")
+
+    def t(x):
+        return f"{x[0]:.2f}" if x else "–"
+
+    def ratio(x):
+        return f"{x[0] / base:.2f}" if x else "–"
+
+    ev, pml = r["evaluate"], r["pml"]
+    vs_pml = f"{ev[0] / pml[0]:.2f}" if ev and pml else "–"
+    mem = f"{ev[1]:.0f} / {pml[1]:.0f}" if ev and pml else (f"{ev[1]:.0f} / –" if ev else "–")
+    return (f"| {r['case']} | {r['spread']:.1f} | {r['protocol']} | {r['map']:.2f} | {t(r['product'])} | "
+            f"**{t(ev)}** | **{ratio(ev)}** | {t(r['faiss'])} | {ratio(r['faiss'])} | {t(pml)} | {vs_pml} | {mem} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The same pass on a Dask cluster, as a task graph merged exactly.
 
-* The :class:`~analysis_core.engine.core.Setup` (unique vectors in canonical order, the item
+* The :class:`~analysis_core.engine.setup.Setup` (unique vectors in canonical order, the item
   layout) is scattered to every worker once (``broadcast=True``).
 * The row tiles are partitioned into B blocks; the upper triangle of tiles into the block pairs
   (a <= b), so every tile is computed exactly once, as in-process. Tasks:
@@ -10,7 +10,7 @@
   (phase 3: a block's counts summed over its B pairs, then its per-query metrics).
 * Every task is a pure function of the setup and its inputs, so a task Dask runs again after a
   worker died gives the same bits; integer counts add exactly; the client merges with
-  :func:`~analysis_core.engine.core.assemble` (rows by position, tile sums by ``fsum`` in tile
+  :func:`~analysis_core.engine.results.assemble` (rows by position, tile sums by ``fsum`` in tile
   order), which refuses an incomplete set. Results equal the in-process pass bit for bit -- on
   workers that compute the same bits for a tile: the same NumPy/BLAS build on the same CPU kind.
   :meth:`DaskCompute.start` checks that with a canary tile on every worker and refuses a cluster
@@ -32,21 +32,12 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from ..errors import ComputeError
-from .core import (
-    TILE,
-    BlockResult,
-    PassResult,
-    Progress,
-    Setup,
-    _Tiles,
-    assemble,
-    block_metrics,
-    block_pair_counts,
-    block_thresholds,
-    pair_part,
-    pair_summary,
-    partition,
-)
+from .plan import partition
+from .pool import Progress
+from .results import BlockResult, PassResult, assemble
+from .setup import Setup
+from .tasks import block_metrics, block_pair_counts, block_thresholds, pair_part, pair_summary
+from .tiles import TILE, Tiles
 
 INSTALL_HINT = "install the 'scale' extra: pip install -e '.[scale]' (dask[distributed])"
 
@@ -57,7 +48,7 @@ def fingerprint() -> dict:
     rng = np.random.default_rng(20261122)
     A = rng.standard_normal((2 * TILE - 3, 97)).astype(np.float32)
     with threadpool_limits(limits=1, user_api="blas"):
-        tiles = _Tiles(A, "dot")
+        tiles = Tiles(A, "dot")
         G = np.concatenate([tiles(0, 0).ravel(), tiles(0, 1).ravel(), tiles(1, 1).ravel()])
     blas = sorted(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
                   for i in threadpool_info() if i.get("user_api") == "blas")
@@ -293,7 +284,7 @@ class DaskCompute:
                 blocks.append(r)
             else:
                 hist, keys, sums = r
-                pq = setup.per_query
+                pq = setup.per_query_pairs
                 blocks.append(BlockResult(
                     c0=0, c1=0, chunk_q=np.zeros(0, np.int64), values=np.zeros((0, len(setup.columns))),
                     curves=np.zeros((0, setup.n_recall)), hist=hist, tile_keys=keys, tile_sums=sums,

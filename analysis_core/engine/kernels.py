@@ -1,6 +1,6 @@
 """Compiled inner loops of the streamed pass (numba, cached on disk, GIL released).
 
-Layout shared by all kernels (built by :mod:`analysis_core.engine.core`):
+Layout shared by all kernels (built by :func:`analysis_core.engine.setup.prepare`):
 
 * unique vectors are the rows/columns of the similarity tiles; ``uptr[u]:uptr[u+1]`` are the
   positions (in canonical item order) of the items whose vector is ``u``;
@@ -17,15 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-from ..metrics.tie_blocks import (
-    ap_bounds,
-    expected_ap,
-    expected_hit_at,
-    expected_precision_at,
-    expected_reciprocal_rank,
-    pr_curve,
-)
 
 
 @njit(cache=True, nogil=True)
@@ -75,7 +66,7 @@ def distinct_thresholds(thr, toff):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _bump(s, x, uoff, uvals, gt, eq):
+def bump(s, x, uoff, uvals, gt, eq):
     o0 = uoff[s]
     o1 = uoff[s + 1]
     lo = o0
@@ -147,9 +138,9 @@ def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, 
                     hist[0, 0, k] += 1
                     sums[1] += x
                 if qp and x >= qmin[p]:
-                    _bump(slot[p], x, uoff, uvals, gt, eq)
+                    bump(slot[p], x, uoff, uvals, gt, eq)
                 if pq and x >= qmin[q]:
-                    _bump(slot[q], x, uoff, uvals, gt, eq)
+                    bump(slot[q], x, uoff, uvals, gt, eq)
 
 
 @njit(cache=True, nogil=True)
@@ -222,9 +213,9 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             ub = b0 + b
             x = row[b]
             if x >= ma and qa and ug[ub]:
-                _bump(uslot[ua], x, uoff, uvals, gt, eq)
+                bump(uslot[ua], x, uoff, uvals, gt, eq)
             if x >= uqmin[ub] and uq[ub] and ga:
-                _bump(uslot[ub], x, uoff, uvals, gt, eq)
+                bump(uslot[ub], x, uoff, uvals, gt, eq)
         for c in range(shared_cols.shape[0]):
             b = shared_cols[c]
             if b < b_start:
@@ -237,11 +228,12 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
 
 @njit(cache=True, nogil=True)
 def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums, cand,
-                   count_pairs):
+                   count_pairs, rank):
     """Phase 2 for the common tile: leave-one-out and one item per unique vector in both the
     tile's rows and columns. Same results as :func:`count_tile`, about three times faster: the hot
-    loop only bins the pair and flags the rare negatives that reach a positive's score
-    (``cand``, a per-worker buffer of at least ``S.size`` rows), which are ranked afterwards."""
+    loop only bins the pair and flags the negatives that reach a positive's score (``cand``, a
+    per-worker buffer of at least ``S.size`` rows), which are ranked afterwards by binary search.
+    ``rank = False``: bin only (the negatives are ranked by :func:`rank_rows`)."""
     na, nb = S.shape
     top = hist.shape[2] - 1
     spos = 0.0
@@ -265,7 +257,7 @@ def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, his
                 if count_pairs:
                     hist[0, b & 3, min(max(int((x - lo) * inv_width), 0), top)] += 1
                     sn += x
-                if x >= ma or x >= uqmin[ub]:
+                if rank and (x >= ma or x >= uqmin[ub]):
                     cand[nc, 0] = a
                     cand[nc, 1] = b
                     nc += 1
@@ -276,20 +268,20 @@ def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, his
         b = cand[c, 1]
         x = S[a, b]
         if x >= uqmin[a0 + a]:
-            _bump(uslot[a0 + a], x, uoff, uvals, gt, eq)
+            bump(uslot[a0 + a], x, uoff, uvals, gt, eq)
         if x >= uqmin[b0 + b]:
-            _bump(uslot[b0 + b], x, uoff, uvals, gt, eq)
+            bump(uslot[b0 + b], x, uoff, uvals, gt, eq)
     sums[0] = spos
     sums[1] = sneg
 
 
 @njit(cache=True, nogil=True)
 def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums,
-                     cand, count_pairs, qh, qs, fx):
+                     cand, count_pairs, qh, qs, fx, rank):
     """Phase 2 for a tile without shared vectors when items have roles (query / gallery flags, e.g.
     a query sample against the whole gallery): :func:`count_tile_loo`'s single pass, plus the
     role checks of :func:`count_tile` and its optional per-query accumulators. Same results as
-    :func:`count_tile`."""
+    :func:`count_tile`. ``rank = False``: no ranking (done by :func:`rank_rows`)."""
     na, nb = S.shape
     top = hist.shape[2] - 1
     per_query = qh.shape[0] > 0
@@ -331,7 +323,7 @@ def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, g
                     if ba and sb >= 0:
                         qh[sb, s_, k] += 1
                         qs[sb, s_] += _fixed(x, fx)
-            if (not same) and ((ab and x >= ma) or (ba and x >= uqmin[ub])):
+            if rank and (not same) and ((ab and x >= ma) or (ba and x >= uqmin[ub])):
                 cand[nc, 0] = a
                 cand[nc, 1] = b
                 nc += 1
@@ -344,61 +336,8 @@ def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, g
         ua = a0 + a
         ub = b0 + b
         if uq[ua] and ug[ub] and x >= uqmin[ua]:
-            _bump(uslot[ua], x, uoff, uvals, gt, eq)
+            bump(uslot[ua], x, uoff, uvals, gt, eq)
         if uq[ub] and ug[ua] and x >= uqmin[ub]:
-            _bump(uslot[ub], x, uoff, uvals, gt, eq)
+            bump(uslot[ub], x, uoff, uvals, gt, eq)
     sums[0] = spos
     sums[1] = sneg
-
-
-@njit(cache=True, nogil=True)
-def query_metrics(uoff, uvals, ur, gt, eq, ks, n_points, interpolated, out, curves):
-    """Phase 3: per query slot, rebuild its positive tie blocks and evaluate every metric.
-
-    ``out`` columns: R, E[AP], AP-, AP+, MAP@R, R-precision, RR, mixed tie blocks,
-    tied negatives, then P@k and Recall@k for each k in ``ks``.
-    """
-    nq = uoff.shape[0] - 1
-    nk = ks.shape[0]
-    for s in range(nq):
-        o0 = uoff[s]
-        nb = uoff[s + 1] - o0
-        if nb == 0:
-            for c in range(out.shape[1]):
-                out[s, c] = np.nan
-            out[s, 0] = 0
-            for c in range(n_points):
-                curves[s, c] = np.nan
-            continue
-        T = np.empty(nb, np.int64)
-        t = np.empty(nb, np.int64)
-        r = np.empty(nb, np.int64)
-        neg_above = 0
-        pos_above = 0
-        mixed = 0
-        tied_neg = 0
-        for c in range(nb):  # descending score order = ascending index from the end
-            i = o0 + nb - 1 - c
-            neg_above += gt[i]
-            T[c] = pos_above + neg_above
-            r[c] = ur[i]
-            t[c] = ur[i] + eq[i]
-            pos_above += ur[i]
-            if eq[i] > 0:
-                mixed += 1
-                tied_neg += eq[i]
-        R = pos_above
-        lo, hi = ap_bounds(T, t, r)
-        out[s, 0] = R
-        out[s, 1] = expected_ap(T, t, r, np.iinfo(np.int64).max)
-        out[s, 2] = lo
-        out[s, 3] = hi
-        out[s, 4] = expected_ap(T, t, r, R)
-        out[s, 5] = expected_precision_at(T, t, r, R)
-        out[s, 6] = expected_reciprocal_rank(T, t, r)
-        out[s, 7] = mixed
-        out[s, 8] = tied_neg
-        for j in range(nk):
-            out[s, 9 + j] = expected_precision_at(T, t, r, ks[j])
-            out[s, 9 + nk + j] = expected_hit_at(T, t, r, ks[j])
-        curves[s, :] = pr_curve(T, t, r, n_points, interpolated)

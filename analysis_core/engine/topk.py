@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import _prepare_vectors
+from .layout import prepare_vectors
 
 
 def top_k(X: np.ndarray, k: int, *, similarity: str = "cosine", queries: np.ndarray | None = None,
@@ -36,7 +36,7 @@ def top_k(X: np.ndarray, k: int, *, similarity: str = "cosine", queries: np.ndar
     """
     import faiss
 
-    Xf = _prepare_vectors(X, similarity)
+    Xf = prepare_vectors(X, similarity)
     q = np.arange(Xf.shape[0]) if queries is None else np.asarray(queries)
     kk = min(k + int(exclude_self), Xf.shape[0])
     index = faiss.IndexFlatL2(Xf.shape[1]) if similarity == "euclidean" else faiss.IndexFlatIP(Xf.shape[1])

@@ -1,0 +1,55 @@
+"""The canonical layout: vectors as the engine scores them, exact duplicates merged into unique
+vectors, and an order that depends on content and roles only (see :mod:`.core`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def prepare_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
+    X64 = np.asarray(X, dtype=np.float64)
+    if similarity == "cosine":
+        norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
+        X64 = X64 / norms[:, None]
+    # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
+    return np.ascontiguousarray(X64.astype(np.float32) + np.float32(0.0))
+
+
+def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
+    """Unique vectors in canonical order, and the items sorted to match.
+
+    Order: vectors of queries first (so a few queries against a large gallery touch only the
+    first row tiles), then by smallest class code, then by bytes: content and roles only."""
+    n, d = Xf.shape
+    rows = Xf.view(np.dtype((np.void, Xf.dtype.itemsize * d))).ravel()
+    _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    n_u = first.shape[0]
+    min_code = np.full(n_u, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(min_code, inv, codes)
+    any_q = np.zeros(n_u, np.int64)
+    np.maximum.at(any_q, inv, isq.astype(np.int64))
+    u_order = np.lexsort((np.arange(n_u), min_code, 1 - any_q))  # bytes order breaks ties: content only
+    u_rank = np.empty(n_u, np.int64)
+    u_rank[u_order] = np.arange(n_u)
+    item_u = u_rank[inv]
+    items = np.lexsort((np.arange(n), codes, item_u))
+    uptr = np.zeros(n_u + 1, np.int64)
+    np.cumsum(np.bincount(item_u, minlength=n_u), out=uptr[1:])
+    Xu = np.ascontiguousarray(Xf[first[u_order]])
+    return Xu, items, item_u[items], uptr
+
+
+def score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:
+    if similarity == "cosine":
+        return -1.0, 1.0
+    m = float(np.sqrt(np.max(np.add.reduce(Xu.astype(np.float64) ** 2, axis=1)))) if Xu.size else 0.0
+    if m == 0.0:
+        return -1.0, 1.0
+    return (-m * m, m * m) if similarity == "dot" else (-2.0 * m, 0.0)
+
+
+def gallery_positives(codes: np.ndarray, is_gallery: np.ndarray) -> np.ndarray:
+    """R of every item as a query: the gallery items of its class other than itself."""
+    gal_per_class = np.bincount(codes[is_gallery], minlength=int(codes.max()) + 1 if codes.size else 0)
+    return gal_per_class[codes] - is_gallery.astype(np.int64)

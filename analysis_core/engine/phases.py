@@ -1,0 +1,184 @@
+"""The three phases of a block of queries: (1) their positive scores from the tiles holding
+same-class pairs; (2) every tile streamed, each negative ranked against its query's positive
+scores and each pair binned; (3) each query's tie blocks give its metrics."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import kernels as K
+from .plan import bins_tile, block_tiles
+from .pool import Workers
+from .query_metrics import query_metrics
+from .ranking import rank_tile
+from .results import BlockResult, tile_arrays
+from .setup import Setup
+from .tiles import KEEP_TILES_MB, TILE, Tiles, tiles_for
+
+
+@dataclass
+class Thresholds:
+    """Phase 1 of the queries of row tiles [c0, c1): their distinct positive scores ``uvals``
+    (ascending per query, ``uoff`` offsets, ``ur`` multiplicities)."""
+
+    c0: int
+    c1: int
+    chunk_q: np.ndarray  # indices into setup.query_positions
+    uvals: np.ndarray
+    ur: np.ndarray
+    uoff: np.ndarray
+
+
+@dataclass
+class Counts:
+    """Phase 2 for one block's queries: negatives above / tied with each distinct positive score,
+    and (per-query pairs) histograms and fixed-point sums. Partial counts add up exactly."""
+
+    gt: np.ndarray
+    eq: np.ndarray
+    qhist: np.ndarray | None
+    qsum: np.ndarray | None
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.gt + other.gt, self.eq + other.eq,
+                      None if self.qhist is None else self.qhist + other.qhist,
+                      None if self.qsum is None else self.qsum + other.qsum)
+
+
+def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Workers,
+            kept: dict | None = None) -> Thresholds:
+    """The block's queries' positive scores, from the tiles holding same-class pairs."""
+    chunk_q = np.nonzero((setup.query_tile >= c0) & (setup.query_tile < c1))[0]
+    slot = np.full(setup.n, -1, np.int64)
+    slot[setup.query_positions[chunk_q]] = np.arange(chunk_q.size)
+    toff = np.zeros(chunk_q.size + 1, np.int64)
+    np.cumsum(setup.n_positives[chunk_q], out=toff[1:])
+    thr = np.empty(int(toff[-1]), np.float32)
+    fill = np.zeros(chunk_q.size, np.int64)
+    fill_lock = threading.Lock()
+    keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
+    bufs = [np.empty(TILE * TILE, np.float32) for _ in range(workers.n)]
+
+    def collect(w: int, ij: tuple[int, int]) -> None:
+        i, j = ij
+        keep = kept is not None and len(kept) < keep_max  # a kept tile needs its own memory
+        S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
+        with fill_lock:
+            K.collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
+                                      setup.is_query, setup.is_gallery, slot, toff, fill, thr)
+            if keep:
+                kept[ij] = S
+
+    workers.run([[p] for p in pos_tiles], collect, "positives")
+    uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+    return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
+
+
+def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts_pairs, workers: Workers,
+            block_size: int = TILE, kept: dict | None = None):
+    """Rank every negative of the given tiles against the positive scores of the queries of
+    ``ths`` (one or two blocks) and bin the pairs of the tiles ``counts_pairs(i, j)`` selects.
+    Returns (one Counts per block, histogram (2, n_bins), {tile: (positive sum, negative sum)})."""
+    n_threads = workers.n
+    lo, inv_width = setup.score_lo, setup.n_bins / (setup.score_hi - setup.score_lo)
+    first = setup.vector_offsets[:-1]
+    slot = np.full(setup.n, -1, np.int64)
+    qmin = np.full(setup.n, np.inf, np.float32)  # +inf: not a query of these blocks, never ranked
+    uvals = np.concatenate([t.uvals for t in ths]) if ths else np.zeros(0, np.float32)
+    uoff = [np.zeros(1, np.int64)]
+    nq = noff = 0
+    for t in ths:
+        slot[setup.query_positions[t.chunk_q]] = nq + np.arange(t.chunk_q.size)
+        has = t.uoff[1:] > t.uoff[:-1]
+        qmin[setup.query_positions[t.chunk_q[has]]] = t.uvals[t.uoff[:-1][has]]
+        uoff.append(t.uoff[1:] + noff)
+        nq += t.chunk_q.size
+        noff += t.uvals.size
+    uoff = np.concatenate(uoff)
+    uslot = slot[first]
+    uqmin = qmin[first]
+    acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
+            np.zeros((2, 4, setup.n_bins), np.int64)) for _ in range(n_threads)]
+    cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
+    tile_buf = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
+    tile_buf_t = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
+    row_buf = [np.empty(TILE, np.float32) for _ in range(n_threads)]
+    nqh = nq if setup.per_query_pairs else 0
+    qacc = [(np.zeros((nqh, 2, setup.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
+    tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
+    kept = kept if kept is not None else {}
+
+    def count(w: int, ij: tuple[int, int]) -> None:
+        i, j = ij
+        S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
+        if S is None:
+            S = tiles(i, j, out=tile_buf[w])
+        gt, eq, h = acc[w]
+        pairs = counts_pairs(i, j)
+        sums = np.zeros(2, np.float64)
+        a0, b0 = i * TILE, j * TILE
+        st = setup
+        vl, vq, vg = st.vector_label, st.vector_is_query, st.vector_is_gallery
+        if st.tile_has_shared_vector[i] or st.tile_has_shared_vector[j] or st.kernel == "general":
+            K.count_tile(S, a0, b0, i == j, st.vector_offsets, st.labels, st.is_query, st.is_gallery, slot, uoff,
+                         uvals, qmin, vl, vq, vg, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0],
+                         qacc[w][1], st.fixed_point_scale)
+        else:
+            search = st.kernel == "search"  # else the queries are ranked by rank_tile, after binning
+            if st.leave_one_out and not st.per_query_pairs:
+                K.count_tile_loo(S, a0, b0, i == j, vl, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width, sums,
+                                 cand_buf[w], pairs, search)
+            else:
+                K.count_tile_roles(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width,
+                                   sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale, search)
+            if not search:
+                rank_tile(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt, eq, row_buf[w],
+                            tile_buf_t[w], st.kernel == "count")
+        if pairs:
+            tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
+
+    rows_per_task = max(1, block_size // TILE)
+    tasks: dict[int, list[tuple[int, int]]] = {}
+    for i, j in pair_tiles:
+        tasks.setdefault(i // rows_per_task, []).append((i, j))
+    workers.run(list(tasks.values()), count, "pairs")
+    gt = sum(a[0] for a in acc)
+    eq = sum(a[1] for a in acc)
+    qh = sum(a[0] for a in qacc) if setup.per_query_pairs else None
+    qs = sum(a[1] for a in qacc) if setup.per_query_pairs else None
+    out, q0, v0 = [], 0, 0
+    for t in ths:
+        q1, v1 = q0 + t.chunk_q.size, v0 + t.uvals.size
+        out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
+        q0, v0 = q1, v1
+    return out, sum(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query metrics of a block from its positive scores and its summed counts."""
+    v = np.empty((th.chunk_q.size, len(setup.columns)), np.float64)
+    c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
+    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.ks, setup.n_recall, setup.interpolated, v, c)
+    return v, c
+
+
+def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size: int = TILE,
+              workers: Workers | None = None, plan=None) -> BlockResult:
+    """The three phases for the queries of row tiles [c0, c1) against the whole gallery."""
+    tiles = tiles_for(setup)
+    pos_tiles, pair_tiles = plan if plan is not None else block_tiles(setup, c0, c1)
+    if workers is None:
+        workers = Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
+    kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
+    with threadpool_limits(limits=1, user_api="blas"):
+        th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
+        (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,
+                                             lambda i, j: bins_tile(setup, i, j, c0, c1), workers, block_size, kept)
+        v, c = phase3(setup, th, counts)
+    keys, sums = tile_arrays(tile_sums)
+    return BlockResult(c0=c0, c1=c1, chunk_q=th.chunk_q, values=v, curves=c, hist=hist, tile_keys=keys,
+                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum)

@@ -1,0 +1,113 @@
+"""Which tiles a block of queries needs, and how the queries are cut into blocks: in-process
+chunks under a memory budget, and the Dask partition into blocks and block pairs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .tiles import TILE
+
+if TYPE_CHECKING:
+    from .setup import Setup
+
+
+def positive_tile_pairs(item_u: np.ndarray, codes_c: np.ndarray) -> list[tuple[int, int]]:
+    """Tile pairs (I <= J) that hold at least one same-class pair."""
+    tiles = item_u // TILE
+    pairs: set[tuple[int, int]] = set()
+    ct = np.unique(np.stack([codes_c, tiles], axis=1), axis=0)
+    splits = np.nonzero(np.diff(ct[:, 0]))[0] + 1
+    for group in np.split(ct[:, 1], splits):
+        g = group.tolist()
+        for x in range(len(g)):
+            for y in range(x, len(g)):
+                pairs.add((g[x], g[y]))
+    return sorted(pairs)
+
+
+def _chunks(tile_entries: np.ndarray, max_entries: int) -> list[tuple[int, int]]:
+    """Consecutive tile-row ranges whose queries' positive lists fit in ``max_entries``."""
+    out = []
+    c0 = 0
+    acc = 0
+    for t, e in enumerate(tile_entries.tolist()):
+        if t > c0 and acc + e > max_entries:
+            out.append((c0, t))
+            c0, acc = t, 0
+        acc += e
+    out.append((c0, len(tile_entries)))
+    return out
+
+
+def memory_chunks(setup: Setup, memory_mb: int, n_threads: int) -> list[tuple[int, int]]:
+    """Row-tile ranges whose queries' positive lists fit in the memory budget."""
+    max_entries = max(1, memory_mb * 2**20 // (16 + 16 * n_threads))
+    return _chunks(tile_entries(setup), max_entries)
+
+
+def pair_tiles(setup: Setup, a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
+    """Tiles (i, j), i <= j, with i in block a and j in block b (a before or equal to b) that
+    hold a query."""
+    hq = setup.tile_has_query
+    out = []
+    for i in range(*a):
+        for j in range(max(i, b[0]), b[1]):
+            if hq[i] or hq[j]:
+                out.append((i, j))
+    return out
+
+
+def partition(setup: Setup, n_blocks: int, memory_mb: int) -> list[tuple[int, int]]:
+    """Row-tile ranges covering every tile: about ``n_blocks`` of equal size, cut further where a
+    block's queries' positive lists would exceed the memory budget (2 blocks are held at once)."""
+    T = setup.n_tiles
+    n_blocks = max(1, min(n_blocks, T))
+    cuts = {(b * T) // n_blocks for b in range(n_blocks + 1)}
+    for c0, c1 in memory_chunks(setup, max(1, memory_mb // 2), 1):
+        cuts.update((c0, c1))
+    bounds = sorted(cuts)
+    return [(x, y) for x, y in zip(bounds[:-1], bounds[1:], strict=True) if y > x]
+
+
+def tile_entries(setup: Setup) -> np.ndarray:
+    """Positive-list entries (sum of R) of the queries of each row tile."""
+    return np.bincount(setup.query_tile, weights=setup.n_positives, minlength=setup.n_tiles)
+
+
+def _query_tiles(setup: Setup, c0: int, c1: int) -> np.ndarray:
+    inc = np.zeros(setup.n_tiles, bool)
+    inc[c0:c1] = setup.tile_has_query[c0:c1]
+    return inc
+
+
+def block_tiles(setup: Setup, c0: int, c1: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Tiles needed by the queries of row tiles [c0, c1): (positive tiles, pair tiles).
+
+    A tile is needed when its row or column tile holds a query of the block. Tiles holding no
+    query at all (gallery x gallery) are never computed: they rank nothing and hold no
+    query-gallery pair.
+    """
+    T = setup.n_tiles
+    inc = _query_tiles(setup, c0, c1)
+    cols = np.nonzero(inc)[0]
+    pairs: list[tuple[int, int]] = []
+    for i in range(T):
+        js = range(i, T) if inc[i] else cols[cols >= i].tolist()
+        pairs.extend((i, j) for j in js)
+    return positive_tiles(setup, c0, c1), pairs
+
+
+def positive_tiles(setup: Setup, c0: int, c1: int) -> list[tuple[int, int]]:
+    """Tiles holding a same-class pair of a query of row tiles [c0, c1) (phase 1)."""
+    inc = _query_tiles(setup, c0, c1)
+    pp = setup.same_class_tiles
+    return [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+
+
+def bins_tile(setup: Setup, i: int, j: int, c0: int, c1: int) -> bool:
+    """Whether block [c0, c1) bins tile (i, j)'s pairs: each tile is binned by exactly one block,
+    the one holding its row tile (its column tile when the row tile has no query)."""
+    owner = i if setup.tile_has_query[i] else j
+    return c0 <= owner < c1

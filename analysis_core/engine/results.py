@@ -1,0 +1,115 @@
+"""What a pass and a block of it return, and their exact merge: per-query rows by position,
+integer histograms by addition, per-tile score sums by ``math.fsum`` in canonical tile order."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .setup import Setup
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """Everything one pass produces for one method.
+
+    ``values[s]`` are the per-query metrics of query ``query_items[s]`` (an input row index),
+    columns ``BASE_COLUMNS`` then ``precision_at_<k>`` and ``recall_at_<k>``; rows of lone
+    queries (no positive in the gallery) are NaN except ``n_positives = 0``.
+    ``pr_curves[s]`` is that query's precision on the recall grid ``recall_grid``.
+    """
+
+    query_items: np.ndarray
+    values: np.ndarray
+    columns: tuple[str, ...]
+    pr_curves: np.ndarray
+    recall_grid: np.ndarray
+    hist_edges: np.ndarray
+    hist_pos: np.ndarray
+    hist_neg: np.ndarray
+    sum_pos: float
+    sum_neg: float
+    ks: tuple[int, ...]
+    n_unique_vectors: int
+    #: with ``per_query_pairs``: each query's (query, gallery item) pair histogram
+    #: ``[s, negative/positive, bin]`` and score sums ``[s, negative/positive]``
+    query_hist: np.ndarray | None = None
+    query_pair_sums: np.ndarray | None = None
+
+    @property
+    def n_pos_pairs(self) -> int:
+        return int(self.hist_pos.sum())
+
+    @property
+    def n_neg_pairs(self) -> int:
+        return int(self.hist_neg.sum())
+
+    @property
+    def mean_pos_similarity(self) -> float:
+        return self.sum_pos / self.n_pos_pairs if self.n_pos_pairs else float("nan")
+
+    @property
+    def mean_neg_similarity(self) -> float:
+        return self.sum_neg / self.n_neg_pairs if self.n_neg_pairs else float("nan")
+
+
+@dataclass
+class BlockResult:
+    """What one block of queries gives back: merged exactly by :func:`assemble`."""
+
+    c0: int
+    c1: int
+    chunk_q: np.ndarray  # indices into setup.query_positions
+    values: np.ndarray
+    curves: np.ndarray
+    hist: np.ndarray  # (2, n_bins) integer counts: [negative, positive]
+    tile_keys: np.ndarray  # (P, 2) tiles whose pairs this block binned
+    tile_sums: np.ndarray  # (P, 2) their (positive, negative) score sums
+    qhist: np.ndarray | None = None  # (queries, 2, n_bins) per-query pair histograms
+    qsum: np.ndarray | None = None  # (queries, 2) per-query fixed-point score sums
+
+
+def tile_arrays(tile_sums: dict) -> tuple[np.ndarray, np.ndarray]:
+    keys = sorted(tile_sums)
+    return (np.asarray(keys, np.int64).reshape(-1, 2),
+            np.asarray([tile_sums[k] for k in keys], np.float64).reshape(-1, 2))
+
+
+def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
+    """Merge block results exactly: per-query rows by position, integer histograms by addition,
+    per-tile sums by ``math.fsum`` in canonical tile order. Refuses an incomplete set of blocks."""
+    nq = setup.query_positions.size
+    values = np.full((nq, len(setup.columns)), np.nan)
+    curves = np.full((nq, setup.n_recall), np.nan)
+    seen = np.zeros(nq, np.int64)
+    hist = np.zeros((2, setup.n_bins), np.int64)
+    qhist = np.zeros((nq, 2, setup.n_bins), np.int64) if setup.per_query_pairs else None
+    qsum = np.zeros((nq, 2), np.int64) if setup.per_query_pairs else None
+    for b in blocks:
+        values[b.chunk_q] = b.values
+        curves[b.chunk_q] = b.curves
+        if setup.per_query_pairs:
+            qhist[b.chunk_q] = b.qhist
+            qsum[b.chunk_q] = b.qsum
+        seen[b.chunk_q] += 1
+        hist += b.hist
+    if not (seen == 1).all():
+        raise RuntimeError(f"internal error: {int((seen == 0).sum())} queries without a result and "
+                           f"{int((seen > 1).sum())} with several; no partial result is returned")
+    keys = np.concatenate([b.tile_keys for b in blocks]) if blocks else np.zeros((0, 2), np.int64)
+    sums = np.concatenate([b.tile_sums for b in blocks]) if blocks else np.zeros((0, 2))
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    if order.size and (np.diff(keys[order], axis=0) == 0).all(axis=1).any():
+        raise RuntimeError("internal error: a tile was binned twice")
+    sums = sums[order]
+    return PassResult(
+        query_items=setup.items[setup.query_positions], values=values, columns=setup.columns, pr_curves=curves,
+        recall_grid=np.arange(setup.n_recall) / (setup.n_recall - 1),
+        hist_edges=np.linspace(setup.score_lo, setup.score_hi, setup.n_bins + 1),
+        hist_pos=hist[1], hist_neg=hist[0], sum_pos=math.fsum(sums[:, 0].tolist()),
+        sum_neg=math.fsum(sums[:, 1].tolist()), ks=tuple(int(k) for k in setup.ks),
+        n_unique_vectors=int(setup.vectors.shape[0]), query_hist=qhist,
+        query_pair_sums=None if qsum is None else qsum / setup.fixed_point_scale,
+    )

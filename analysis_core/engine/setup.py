@@ -1,0 +1,123 @@
+"""Everything one pass needs before any similarity is computed: the :class:`Setup` built by
+:func:`prepare` (canonical layout, queries and their positive counts, histogram range, tile
+bookkeeping), sent once to each Dask worker."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import canonical_order, gallery_positives, prepare_vectors, score_range
+from .plan import positive_tile_pairs
+from .tiles import TILE
+
+#: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
+#: "auto" counts per threshold or searches per query row, by cost; "count" always counts;
+#: "search" binary-searches every negative reaching a positive; "general" sends every tile through
+#: the kernel for duplicate vectors
+KERNELS = ("auto", "count", "search", "general")
+
+#: columns of the per-query output array, in order (before the P@k / Recall@k columns)
+BASE_COLUMNS = ("n_positives", "ap", "ap_lower", "ap_upper", "map_at_r", "r_precision", "rr",
+                "n_mixed_tie_blocks", "n_tied_negatives")
+
+
+@dataclass
+class Setup:
+    """Everything a block of queries needs, built once per pass by :func:`prepare` (and sent once
+    to each Dask worker). Items are in canonical order (positions ``p``); unique vectors are the
+    rows and columns of the tiles. ``token`` identifies the setup (workers cache its tile computer).
+    """
+
+    vectors: np.ndarray  # (unique vectors, d) float32 in canonical order
+    similarity: str
+    items: np.ndarray  # input row of each canonical item position
+    item_vector: np.ndarray  # unique vector of each item position
+    vector_offsets: np.ndarray  # items of vector u: positions vector_offsets[u]:vector_offsets[u + 1]
+    labels: np.ndarray  # class code per item position
+    is_query: np.ndarray  # per item position
+    is_gallery: np.ndarray
+    query_positions: np.ndarray  # item positions of the queries, in query order
+    n_positives: np.ndarray  # R of each query: same-class gallery items other than itself
+    query_tile: np.ndarray  # row tile of each query
+    score_lo: float  # histogram range
+    score_hi: float
+    n_bins: int
+    vector_label: np.ndarray  # class code of a vector's single item; -1: a vector shared by several items
+    vector_is_query: np.ndarray  # uint8 flags of a vector's single item (kernels read these)
+    vector_is_gallery: np.ndarray
+    leave_one_out: bool  # every item a query and in the gallery
+    tile_has_shared_vector: np.ndarray  # per tile: holds a vector of several items (general kernel)
+    tile_has_query: np.ndarray
+    same_class_tiles: np.ndarray  # (P, 2) tile pairs I <= J holding a same-class pair
+    ks: np.ndarray
+    n_recall: int
+    interpolated: bool
+    columns: tuple[str, ...]
+    token: str
+    per_query_pairs: bool = False  # per-query pair histograms and sums (query sampling)
+    fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
+    kernel: str = "auto"  # see KERNELS
+
+    @property
+    def n(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def n_tiles(self) -> int:
+        return max(1, math.ceil(self.vectors.shape[0] / TILE))
+
+
+def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
+            is_gallery: np.ndarray | None = None, similarity: str = "cosine",
+            ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
+            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto") -> Setup:
+    """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
+    n = X.shape[0]
+    codes = np.asarray(codes, np.int64)
+    isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
+    isg = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    if isq.shape != (n,) or isg.shape != (n,) or codes.shape != (n,):
+        raise ValueError(f"codes, is_query and is_gallery need one entry per row of X ({n})")
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}: use one of {', '.join(KERNELS)}")
+    ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
+    if ks_arr.size == 0 or ks_arr[0] < 1:
+        raise ValueError("every k must be a positive integer")
+    Xf = prepare_vectors(X, similarity)
+    Xu, items, item_u, uptr = canonical_order(Xf, codes, isq)
+    lab = codes[items]
+    q_c = isq[items]
+    g_c = isg[items]
+    q_pos = np.nonzero(q_c)[0]
+    # R of each query = same-class gallery items other than itself
+    R = gallery_positives(lab, g_c)[q_pos]
+    lo, hi = score_range(Xu, similarity)
+    first = uptr[:-1]
+    n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
+    tile_of_u = np.arange(Xu.shape[0]) // TILE
+    ulab = np.where(np.diff(uptr) == 1, lab[first], -1)  # -1: vector shared by several items
+    tile_shared = np.zeros(n_tiles, bool)
+    tile_shared[tile_of_u[ulab < 0]] = True
+    tile_has_query = np.zeros(n_tiles, bool)
+    tile_has_query[item_u[q_pos] // TILE] = True
+    pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
+    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
+    h = hashlib.blake2b(digest_size=16)
+    for a in (Xu, uptr, lab, q_c, g_c):
+        h.update(np.ascontiguousarray(a).data)
+    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs)).encode())
+    # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
+    fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
+    return Setup(
+        vectors=Xu, similarity=similarity, items=items, item_vector=item_u, vector_offsets=uptr, labels=lab,
+        is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R, query_tile=item_u[q_pos] // TILE,
+        score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
+        vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
+        tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, same_class_tiles=pos_pairs, ks=ks_arr,
+        n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
+        per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
+    )

@@ -1,0 +1,61 @@
+"""Every ranking path of the pass gives the general kernel's results, bit for bit.
+
+Paths (chosen per tile and per query row, see ``analysis_core.engine.kernels``): the general
+kernel (tiles with exact duplicate vectors, and ``kernel="general"``); the leave-one-out and roles
+kernels with in-loop binary search (``kernel="search"``); ``rank_tile`` counting per threshold
+(``kernel="count"``) and, by default (``"auto"``), counting or search per query row by cost.
+The data mix easy classes (few negatives reach a positive: search) with near-chance ones (nearly
+all do: counting), small and large R, coarse values (exact ties) and optional duplicates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis_core.engine.core import KERNELS, TILE, run_pass
+
+
+def _mixed_data(rng, n, d, n_classes, dup_share):
+    y = rng.integers(0, n_classes, n)
+    centers = rng.standard_normal((n_classes, d)) * 3
+    spread = np.where(y % 2 == 0, 0.2, 4.0)[:, None]  # even classes easy, odd ones near chance
+    X = np.round((centers[y] + spread * rng.standard_normal((n, d))) * 2) / 2  # coarse: exact ties
+    n_dup = int(dup_share * n)
+    X[rng.integers(0, n, n_dup)] = X[rng.integers(0, n, n_dup)]
+    return X.astype(np.float32), y
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_classes=st.sampled_from([3, 40, 300]),
+       roles=st.sampled_from(["loo", "sample", "query_gallery"]), dup_share=st.sampled_from([0.0, 0.05]),
+       sim=st.sampled_from(["cosine", "dot"]))
+def test_every_kernel_path_equals_the_general_kernel(seed, n_classes, roles, dup_share, sim):
+    rng = np.random.default_rng(seed)
+    n = 2 * TILE + int(rng.integers(1, TILE))
+    X, y = _mixed_data(rng, n, 6, n_classes, dup_share)  # 3 classes: R ~ 400 (large), 300: R ~ 3
+    kw = {"loo": {}, "sample": {"is_query": rng.random(n) < 0.2},
+          "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1}}[roles]
+    per_query = roles != "loo"
+    runs = {k: run_pass(X, y, similarity=sim, n_bins=32, per_query_pairs=per_query, kernel=k, n_threads=2, **kw)
+            for k in KERNELS}
+    general = runs["general"]
+    for k, r in runs.items():
+        assert r.values.tobytes() == general.values.tobytes(), k
+        assert r.pr_curves.tobytes() == general.pr_curves.tobytes(), k
+        np.testing.assert_array_equal(r.hist_pos, general.hist_pos)
+        np.testing.assert_array_equal(r.hist_neg, general.hist_neg)
+        if per_query:
+            np.testing.assert_array_equal(r.query_hist, general.query_hist)
+            np.testing.assert_array_equal(r.query_pair_sums, general.query_pair_sums)
+
+
+def test_an_unknown_kernel_is_refused():
+    X = np.eye(3, dtype=np.float32)
+    try:
+        run_pass(X, np.array([0, 0, 1]), kernel="fastest")
+    except ValueError as exc:
+        assert "kernel" in str(exc) and "auto" in str(exc)
+    else:
+        raise AssertionError("an unknown kernel name was accepted")

@@ -84,6 +84,8 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--names", help="comma-separated method names, one per file (default: file stems)")
     p.add_argument("--feature-prefix", help="CSV/Parquet: use only the columns starting with this prefix")
     p.add_argument("--similarity", choices=SIMILARITIES, default="cosine")
+    p.add_argument("--order", help="method order, a comma list naming every method (default: natural order, "
+                                   "e3 before e10)")
 
 
 def _load(args: argparse.Namespace) -> Dataset:
@@ -91,6 +93,8 @@ def _load(args: argparse.Namespace) -> Dataset:
     if names is not None and len(names) != len(args.files):
         raise InputError("--names", f"{len(names)} names for {len(args.files)} files.", "give one name per file.")
     ds = load_files(args.files, labels=args.labels, names=names, feature_prefix=args.feature_prefix)
+    if getattr(args, "order", None):
+        ds = ds.ordered([s.strip() for s in args.order.split(",") if s.strip()])
     for note in ds.notes:  # what the loaders assumed (a dropped index column, a header line)
         sys.stderr.write(f"note: {note}\n")
     return ds

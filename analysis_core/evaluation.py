@@ -92,7 +92,7 @@ class Evaluation:
             rows = self.rows[r.query_items[order]]
             cols: dict[str, np.ndarray] = {"method": np.full(rows.size, m, dtype=object), "query": rows,
                                            "label": ds.labels[rows]}
-            for name, a in (("id", ds.ids), ("split", ds.split), ("confidence", ds.confidence)):
+            for name, a in (("id", ds.ids), ("split", ds.split), ("confidence", ds.confidence_for(m))):
                 if a is not None:
                     cols[name] = a[rows]
             vals = r.values[order]

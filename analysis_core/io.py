@@ -69,6 +69,7 @@ class Dataset:
     ids: np.ndarray | None = None
     source: str = "dataset"
     notes: tuple[str, ...] = ()
+    method_confidence: dict[str, np.ndarray] | None = None  # method -> its own confidence (checkpoints)
     label_codes: np.ndarray = field(init=False)
     class_names: np.ndarray = field(init=False)
 
@@ -93,6 +94,14 @@ class Dataset:
             v = getattr(self, name)
             if v is not None:
                 fields[name] = _check_optional(col, _as_array(v, src, col), n, src)
+        if self.method_confidence:
+            unknown = sorted(set(self.method_confidence) - set(embs))
+            if unknown:
+                raise _bad(src, f"confidence given for unknown method(s) {unknown}.",
+                           f"name methods among {list(embs)} (confidence_<method>).")
+            fields["method_confidence"] = {
+                str(m): _check_optional("confidence", _as_array(v, src, f"confidence_{m}"), n, src)
+                for m, v in self.method_confidence.items()}
         for k, v in fields.items():
             object.__setattr__(self, k, v)
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -134,6 +143,34 @@ class Dataset:
     def methods(self) -> list[str]:
         return list(self.embeddings)
 
+    def confidence_for(self, method: str) -> np.ndarray | None:
+        """The method's own confidence (``confidence_<method>``), else the shared ``confidence``."""
+        own = (self.method_confidence or {}).get(method)
+        return own if own is not None else self.confidence
+
+    @property
+    def has_confidence(self) -> bool:
+        return self.confidence is not None or bool(self.method_confidence)
+
+    def shared_confidence_methods(self) -> list[str]:
+        """Methods that fall back on the one shared ``confidence`` (a warning when several do)."""
+        if self.confidence is None:
+            return []
+        return [m for m in self.methods if m not in (self.method_confidence or {})]
+
+    def ordered(self, order: Sequence[str] | None = None) -> Dataset:
+        """The same dataset with its methods in natural order (``e3`` before ``e10``) or in ``order``."""
+        from .methods import order_methods
+
+        try:
+            names = order_methods(self.methods, order)
+        except ValueError as exc:
+            raise _bad(self.source, str(exc) + ".", "give --order a comma list naming every method once.") from exc
+        if names == self.methods:
+            return self
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        return Dataset._from_checked(**{**fields, "embeddings": {m: self.embeddings[m] for m in names}})
+
     def subset(self, rows: np.ndarray) -> Dataset:
         """The dataset restricted to ``rows`` (indices or boolean mask), in that order. The rows
         are already valid; settings-dependent checks (:func:`validate`) still apply to the subset."""
@@ -146,6 +183,8 @@ class Dataset:
             labels=self.labels[rows], embeddings={m: e[rows] for m, e in self.embeddings.items()},
             split=take(self.split), confidence=take(self.confidence), role=take(self.role), ids=take(self.ids),
             source=self.source, notes=self.notes,
+            method_confidence=None if self.method_confidence is None else {
+                m: v[rows] for m, v in self.method_confidence.items()},
         )
 
 
@@ -524,7 +563,8 @@ def _read_npz(inp: _Input, method: str | None, max_bytes: int | None) -> tuple[d
                        "store vectors as 'embeddings' or 'embeddings_<method>'.")
         if "labels" not in keys:
             raise _bad(name, f"no 'labels' array (found: {', '.join(keys)}).", "store one label per row as 'labels'.")
-        used = [*emb_keys, "labels", *(c for c in OPTIONAL_COLUMNS if c in keys)]
+        conf_keys = [k for k in keys if k.startswith("confidence_")]
+        used = [*emb_keys, "labels", *(c for c in OPTIONAL_COLUMNS if c in keys), *conf_keys]
         limit = default_max_bytes() if max_bytes is None else max_bytes
         total = 0
         try:
@@ -544,7 +584,15 @@ def _read_npz(inp: _Input, method: str | None, max_bytes: int | None) -> tuple[d
                        "re-save the file with numpy.savez and load it again.") from exc
     embs = {((method or Path(name).stem) if k == "embeddings" else k[len("embeddings_"):]): arrays[k]
             for k in emb_keys}
-    return embs, {c: arrays[c] for c in ("labels", *OPTIONAL_COLUMNS) if c in arrays}
+    cols = {c: arrays[c] for c in ("labels", *OPTIONAL_COLUMNS) if c in arrays}
+    own = {k[len("confidence_"):]: arrays[k] for k in conf_keys}
+    unknown = sorted(set(own) - set(embs))
+    if unknown:
+        raise _bad(name, f"confidence_<method> arrays for methods it does not hold: {unknown} "
+                   f"(methods: {sorted(embs)}).", "name each confidence_<method> after an embeddings_<method>.")
+    if own:
+        cols["method_confidence"] = own
+    return embs, cols
 
 
 _INT_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -776,8 +824,20 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
         raise _bad("input", "no files given.", "give at least one file.")
     first_name, _, first_cols = parts[0]
     embeddings: dict[str, np.ndarray] = {}
+    method_conf: dict[str, np.ndarray] = {}
     n = None
+    several = len(parts) > 1
     for name, embs, cols in parts:
+        if several and len(embs) > 1:  # several multi-method files: names become <file stem>/<method>
+            embs = {f"{Path(name).stem}/{m}": e for m, e in embs.items()}
+            if "method_confidence" in cols:
+                cols = {**cols, "method_confidence": {f"{Path(name).stem}/{m}": v
+                                                      for m, v in cols["method_confidence"].items()}}
+        for m, v in cols.get("method_confidence", {}).items():
+            method_conf[m] = v
+        if several and "confidence" in cols:  # each file's own confidence belongs to its methods
+            for m in embs:
+                method_conf.setdefault(m, cols["confidence"])
         for m, e in embs.items():
             e = _check_embeddings(np.asarray(e), name, f"embeddings_{m}" if len(embs) > 1 else "embeddings")
             if n is None:
@@ -796,11 +856,16 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
                 raise _bad(name, f"labels differ from {first_name} at {_rows(diff)}.",
                            "several files are several methods over the same items: use the same labels and order.")
     labels = _check_labels(first_cols["labels"], n, first_name)
-    opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols}
+    opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols
+           if not (several and c == "confidence")}
+    conf = {m: _check_optional("confidence", v, n, m) for m, v in method_conf.items()} or None
     source = ", ".join(p[0] for p in parts)
-    ds = Dataset._from_checked(labels=labels, embeddings=embeddings, split=opt.get("split"),
+    from .methods import natural_key
+
+    ordered = {m: embeddings[m] for m in sorted(embeddings, key=natural_key)}
+    ds = Dataset._from_checked(labels=labels, embeddings=ordered, split=opt.get("split"),
                                confidence=opt.get("confidence"), role=opt.get("role"), ids=opt.get("id"),
-                               source=source, notes=tuple(notes))
+                               source=source, notes=tuple(notes), method_confidence=conf)
     _check_classes(ds)
     return ds
 

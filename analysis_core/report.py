@@ -279,11 +279,18 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
                                                                        title=f"Metrics per split ({m})")
 
-    if ds.confidence is not None:
+    if ds.has_confidence:
+        shared = [m for m in ds.shared_confidence_methods() if m in ev.methods]
+        if len(shared) > 1:
+            rep.warnings.append(f"one 'confidence' column serves {len(shared)} methods ({', '.join(shared[:4])}"
+                                f"{' …' if len(shared) > 4 else ''}): their error-vs-reject curves share one "
+                                "ranking of the queries. Give each method its own confidence_<method> array.")
         curves, rows = {}, []
         for m in ev.methods:
             pq = ev.per_query(m)
             pq = pq[pq["n_positives"] > 0]
+            if "confidence" not in pq.columns:
+                continue
             erc = error_reject_curve(pq["confidence"].to_numpy(), pq["ap"].to_numpy(), pq["precision_at_1"].to_numpy())
             curves[m] = erc.curve
             if erc.note:

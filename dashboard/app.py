@@ -107,7 +107,7 @@ def main() -> None:
         st.Page("views/class_count.py", title="Class count & group size", icon=":material/tune:"),
         st.Page("views/ties.py", title="Ties", icon=":material/link:"),
     ]
-    if ds is not None and ds.confidence is not None:
+    if ds is not None and ds.has_confidence:
         pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))
     if ds is not None and ds.split is not None:
         pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))

@@ -71,3 +71,22 @@ def items(ev: Evaluation):
     """The dataset restricted to the evaluated items (the chosen split's, or all)."""
     ds = ev.dataset
     return ds if ev.rows.size == ds.n_items else ds.subset(ev.rows)
+
+
+def split_evaluations(key: cache.Token, ev: Evaluation, group_size: int = 10, seed: int = 0,
+                      *, every_split: bool = False) -> dict[str, Evaluation]:
+    """Each split as its own retrieval problem — when every item is evaluated together, or always
+    with ``every_split`` (pages that compare splits). A split where retrieval is impossible is
+    skipped with a warning naming it."""
+    from analysis_core.methods import natural_key
+
+    ds = ev.dataset
+    if ds.split is None or (ev.split is not None and not every_split):
+        return {}
+    out = {}
+    for sp in sorted(set(ds.split.tolist()), key=natural_key):
+        try:
+            out[sp] = cache.split_evaluation(key, ds, sp, group_size, seed)
+        except InputError as exc:
+            components.warnings([f"split '{sp}' skipped: {exc.problem}"])
+    return out

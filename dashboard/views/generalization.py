@@ -6,19 +6,21 @@ import streamlit as st
 
 from analysis_core.figures.class_count import generalization_figure
 from analysis_core.stats.class_count import split_generalization
-from dashboard import cache, components
-from dashboard.views.common import alpha, current
+from dashboard import components
+from dashboard.views.common import alpha, current, split_evaluations
 
 st.title("Generalization across splits")
 got = current()
 if got is not None:
     key, ev = got
-    ds = ev.dataset
-    splits = sorted(set(ds.split.tolist()))
-    method = st.selectbox("Method (checkpoint)", ev.methods)
-    ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
     group_size = st.slider("Group size S", 2, 50, 10)
-    evs = {sp: cache.split_evaluation(key, ds, sp, group_size, 0) for sp in splits}
+    evs = split_evaluations(key, ev, group_size, every_split=True)
+    splits = list(evs)
+    method = st.selectbox("Method (checkpoint)", ev.methods)
+    if len(splits) < 2:
+        st.info("Fewer than two splits where retrieval is possible: nothing to compare.")
+        st.stop()
+    ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
     gen = split_generalization(evs, method, ref, alpha())
     title = f"Metrics per split ({components.plot_text(method)})"
     components.figure(generalization_figure(gen, splits, title=title), "generalization", gen)

@@ -7,18 +7,14 @@ import streamlit as st
 
 from analysis_core.figures.class_count import histogram_figure
 from analysis_core.stats.histograms import histogram_table
-from dashboard import cache, components
-from dashboard.views.common import current
+from dashboard import components
+from dashboard.views.common import current, split_evaluations
 
 st.title("Positive and negative pair similarities")
 got = current()
 if got is not None:
     key, ev = got
-    ds = ev.dataset
-    split_evals = {}
-    if ds.split is not None:
-        for sp in sorted(set(ds.split.tolist())):
-            split_evals[sp] = cache.split_evaluation(key, ds, sp, 10, 0)
+    split_evals = split_evaluations(key, ev)
     hist = histogram_table(ev, split_evals)
     c1, c2, c3 = st.columns(3)
     method = c1.selectbox("Method", ev.methods)

@@ -412,3 +412,28 @@ def test_an_abandoned_run_is_kept_for_the_next_identical_request(server, browser
     print(f"server CPU: abandoned run {cpu1 - cpu0:.1f} s, the next identical request {cpu3 - cpu2:.1f} s")
     assert cpu3 - cpu2 < 0.3 * (cpu1 - cpu0), (cpu1 - cpu0, cpu3 - cpu2)
     second.context.close()
+
+
+def test_split_selector_and_training_page_on_the_training_demo(page):
+    """Training demo, split test_unseen chosen in the sidebar: the Overview counts the split's items
+    (the command line's --split), and the Training page draws the checkpoints."""
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_text("Demo: a training run", exact=False).first.click()
+    split_box = page.locator("[data-testid='stSelectbox']").filter(has_text="Split")
+    split_box.wait_for(timeout=180_000)
+    _settle(page)
+    split_box.locator("[role='combobox'], input").first.click()
+    page.get_by_role("option", name="split: test_unseen").click()
+    _settle(page)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
+                           ".some(e => e.textContent.trim() === '533')", timeout=180_000)
+    _no_exception(page)
+    _shot(page, "overview_training_test_unseen")
+    page.get_by_role("link", name="Training").click()
+    _wait_text(page, "Best against last checkpoint")
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
+                           timeout=180_000)
+    page.wait_for_timeout(1500)  # let plotly finish drawing
+    _no_exception(page)
+    assert page.get_by_text("Checkpoints over training").count() >= 1
+    _shot(page, "training_page")

@@ -437,3 +437,28 @@ def test_split_selector_and_training_page_on_the_training_demo(page):
     _no_exception(page)
     assert page.get_by_text("Checkpoints over training").count() >= 1
     _shot(page, "training_page")
+
+
+def test_a_png_renamed_npz_and_a_huge_header_get_their_own_messages(page):
+    """Refusals say what the file is: a PNG image; an archive whose header declares an array it
+    does not hold (its declared shape named) — never 'object arrays', never a traceback."""
+    import zipfile
+
+    hdr = io.BytesIO()
+    np.lib.format.write_array_header_1_0(hdr, {"descr": "<f4", "fortran_order": False, "shape": (10**7, 10**4)})
+    labels = io.BytesIO()
+    np.save(labels, np.arange(3))
+    huge = io.BytesIO()
+    with zipfile.ZipFile(huge, "w") as z:
+        z.writestr("embeddings.npy", hdr.getvalue())
+        z.writestr("labels.npy", labels.getvalue())
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_text("Upload files").click()
+    for name, data, expected in (("photo.npz", b"\x89PNG\r\n\x1a\n" + bytes(200), "PNG image"),
+                                 ("huge.npz", huge.getvalue(), "(10000000, 10000)")):
+        _replace_uploads_payload(page, [{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
+        page.get_by_text("This input can't be used.").first.wait_for(timeout=60_000)
+        _settle(page)
+        alert = page.locator("[data-testid='stAlert']").first.inner_text()
+        assert expected in alert and "object array" not in alert, alert
+        _no_exception(page)

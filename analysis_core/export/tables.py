@@ -98,6 +98,9 @@ class TexCell(str):
     """Text already written in LaTeX (a caption with math): not escaped."""
 
 
+WRAP_PT = 110.0  # text wider than this wraps (about a third of a column)
+
+
 def _width_pt(tex: str, size_pt: float) -> float:
     """A generous estimate of the printed width of a cell (digits and lower case ~0.5 em, upper
     case ~0.72 em), LaTeX markup removed."""
@@ -149,6 +152,11 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     if len(shown) < len(df):
         notes.append(f"First {len(shown)} of {len(df)} rows; the CSV file holds every row.")
     widths, size, sep, star = _layout(header, rows)
+    # long text (a note on why a statistic is undefined) wraps in a paragraph column instead of running off
+    for i, w in enumerate(widths):
+        if align[i] == "l" and w > WRAP_PT + 2 * sep:
+            align[i], widths[i] = f"p{{{WRAP_PT:g}pt}}", WRAP_PT + 2 * sep
+            star = star and 1.03 * sum(widths) > COLUMN_PT
     # column groups that fit the text width, the key columns repeated in each
     key_cols = list(range(min(keys, len(cols))))
     groups, current = [], list(key_cols)

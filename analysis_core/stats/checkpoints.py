@@ -86,7 +86,8 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
     best = table.groupby(["split", "family", "metric"])["value"].transform("max")
     table["is_best"] = table["value"] == best
     cols = ["split", "family", "metric", "best", "last", "mean_diff", "ci_low", "ci_high", "test", "p_value", "note"]
-    return CheckpointAnalysis(table, pd.DataFrame(tests, columns=cols), pd.DataFrame(class_rows), alpha)
+    class_ap = pd.DataFrame(class_rows, columns=["split", "family", "method", "step", "class", "mean_ap", "n"])
+    return CheckpointAnalysis(table, pd.DataFrame(tests, columns=cols), class_ap, alpha)
 
 
 def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, seed) -> list[dict]:
@@ -96,11 +97,16 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
     mine = pd.DataFrame([r for r in rows if r["split"] == split and r["family"] == family])
     last = methods[-1]
     for metric, part in mine.groupby("metric", sort=False):
+        if metric == "jsd":
+            continue  # a pair statistic: no per-query values to pair
+        if part["value"].isna().all():
+            out.append(dict(split=split, family=family, metric=metric, best="", last=last, mean_diff=math.nan,
+                            ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,
+                            note="undefined: no checkpoint has a value (no scored query)"))
+            continue
         top = part["value"].max()
         best = last if part.loc[part["method"] == last, "value"].iloc[0] == top else \
             part.loc[part["value"].idxmax(), "method"]
-        if metric == "jsd":
-            continue  # a pair statistic: no per-query values to pair
         if best == last:
             out.append(dict(split=split, family=family, metric=metric, best=best, last=last, mean_diff=0.0,
                             ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,

@@ -74,7 +74,14 @@ def test_every_latex_download_compiles_in_two_columns_and_fits(offered, tmp_path
             texs.append(tmp_path / name)
     assert len(texs) >= 8, sorted(files)
     log = compile_two_column(texs, tmp_path)
-    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+    if log.count("Overfull \\hbox"):  # name the file that does not fit
+        bad = []
+        for t in texs:
+            one = tmp_path / f"alone_{t.stem}"
+            one.mkdir()
+            if compile_two_column([t], one).count("Overfull \\hbox"):
+                bad.append(t.name)
+        raise AssertionError((bad, re.findall(r"Overfull \\hbox.*", log)))
     for t in texs:
         for c in p_cells(t.read_text()):
             assert P_CELL.match(c), (t.name, c)

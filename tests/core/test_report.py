@@ -40,7 +40,9 @@ def test_report_writes_every_table_and_figure(report_dir):
     assert {"recall", "mean", "low", "high", "n"} <= set(band.columns)
     assert set(band["class"]) >= {"all", "0", "9"}
     tukey = pd.read_csv(report_dir / "tables" / "tukey_hsd.csv")
-    assert list(tukey.columns) == ["group1", "group2", "meandiff", "p_adj", "lower", "upper", "reject"]
+    # digits has splits: every table names the split it holds (issue 10); undefined rows say why (issue 12)
+    assert list(tukey.columns) == ["split", "group1", "group2", "meandiff", "p_adj", "lower", "upper", "reject",
+                                   "note"]
     if not HAVE_CHROMIUM:
         pytest.skip("Debian's chromium is missing (make test installs it as root): figures not exported")
     for f in FIGURES:

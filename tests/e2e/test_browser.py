@@ -248,9 +248,9 @@ def test_export_all_zip_contains_every_figure_and_table(page):
         page.get_by_role("button", name="Download all (ZIP)").click()
     names = set(zipfile.ZipFile(io.BytesIO(Path(dl.value.path()).read_bytes())).namelist())
     for t in ("pr_band", "anova", "tukey_hsd", "games_howell", "two_way_anova", "mixed_model", "paired_tests",
-              "grouped_recall", "class_sweep", "histograms", "generalization"):
+              "grouped_recall", "histograms", "generalization", "checkpoints", "summary"):
         assert f"tables/{t}.csv" in names and f"tables/{t}.tex" in names, t
-    for f in ("pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "class_sweep"):
+    for f in ("pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "checkpoints__train"):
         for fmt in ("pdf", "svg", "png"):
             assert f"figures/{f}.{fmt}" in names, (f, fmt)
     assert {"summary.json", "per_query.csv"} <= names

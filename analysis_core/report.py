@@ -26,6 +26,7 @@ from .figures.class_count import (
     histogram_figure,
     sweep_figure,
 )
+from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.analysis import analyse
 from .stats.bands import pr_bands
@@ -82,7 +83,8 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
                 rep.captions.setdefault(name, sub.captions.get(name, ""))
             for name, fig in sub.figures.items():
                 if not name.startswith(_SPLIT_AWARE):
-                    rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=f"{fig.layout.title.text} [{sp}]")
+                    title = f"{fig.layout.title.text} [{plot_text(sp)}]"
+                    rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=title)
             rep.warnings += [f"[split '{sp}'] {w}" for w in sub.warnings]
     elif by_split:
         rep.warnings.append("--by-split asked for, but the data has no usable split: one report over all items.")
@@ -256,7 +258,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         rep.tables["class_sweep"] = sweep[["method"] + [c for c in sweep.columns if c != "method"]]
         rep.captions["class_sweep"] = f"Metrics on C classes sampled at random ({sweep_repeats} repeats, seed {seed})."
         for m, sw in zip(ev.methods, sweeps, strict=True):
-            rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=f"Metrics against the number of classes ({m})")
+            title = f"Metrics against the number of classes ({plot_text(m)})"
+            rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=title)
     else:
         rep.warnings.append(f"class-count sweep skipped: {n_classes} classes; it needs at least {MIN_SWEEP_CLASSES} "
                             "to show how the metrics move with the number of classes.")
@@ -267,7 +270,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     for m in ev.methods:
         part = hist[(hist["method"] == m) & (hist["split"] == "all")]
         jsd = ev.method_summary(m)["jsd"]
-        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=f"{m}: pair similarities (JSD = {jsd:.3f})")
+        title = f"{plot_text(m)}: pair similarities (JSD = {jsd:.3f})"
+        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=title)
 
     if split_evals:
         ref = "train" if "train" in split_evals else sorted(split_evals)[0]
@@ -277,7 +281,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         rep.captions["generalization"] = f"Metrics per split and the gap {ref} minus each other split."
         for m, g in zip(ev.methods, gens, strict=True):
             rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
-                                                                       title=f"Metrics per split ({m})")
+                                                                       title=f"Metrics per split ({plot_text(m)})")
 
     if ds.has_confidence:
         shared = [m for m in ds.shared_confidence_methods() if m in ev.methods]

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis_core.figures.style import PALETTE, base_layout
+from analysis_core.figures.style import PALETTE, base_layout, plot_text
 from dashboard import components
 from dashboard.views.common import current
 
@@ -30,7 +30,9 @@ if got is not None:
     if tied.empty:
         st.success("No query of any method has a tie between a positive and a negative: every ranking is exact.")
     else:
-        fig = px.histogram(tied, x="spread", color="method", nbins=40, barmode="overlay",
+        # method names as trace names: escaped, plotly would read HTML in them
+        fig = px.histogram(tied.assign(method=tied["method"].map(plot_text)), x="spread", color="method", nbins=40,
+                           barmode="overlay",
                            color_discrete_sequence=PALETTE)
         fig.update_layout(**base_layout("AP+ − AP− of the queries with mixed ties"))
         fig.update_xaxes(title="AP+ − AP−")

@@ -130,7 +130,8 @@ def _kaleido_class():
     """kaleido's ``Kaleido`` that reloads its page (plotly.js, ~0.4 s on a busy machine) every
     :data:`RELOAD_EVERY` figures instead of after each one. Nothing of a figure stays on the page
     between renders: each is drawn in a new detached element, and the page's image and its print
-    size are replaced by the next render, so the bytes are the same (tested)."""
+    size are replaced by the next render: PDF and PNG bytes are the same, SVG up to plotly's
+    random ids and the order of two attributes (tested)."""
     import kaleido
 
     class _Kaleido(kaleido.Kaleido):

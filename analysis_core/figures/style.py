@@ -58,9 +58,10 @@ def box_fill(i: int) -> str:
 
 
 def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12,
-                aspect: float = DEFAULT_ASPECT, rows: int | None = None) -> dict:
+                aspect: float = DEFAULT_ASPECT, rows: int | None = None, label_chars: int = 0) -> dict:
     """The screen layout; ``aspect`` (plot-area height / width) and ``rows`` (one labelled row
-    per category) tell the export how tall the figure kind is (:func:`export_layout`)."""
+    per category) tell the export how tall the figure kind is (:func:`export_layout`);
+    ``label_chars``, the longest category label on the y axis, how much of the width it takes."""
     return dict(
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
         template="simple_white",
@@ -69,7 +70,8 @@ def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-ser
         margin=dict(l=60, r=20, t=50, b=50),
         # on screen the legend sits right of the plot (room enough, never over the title)
         legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.02),
-        meta={"aspect": aspect, **({"rows": rows} if rows else {})},
+        meta={"aspect": aspect, **({"rows": rows} if rows else {}),
+              **({"label_chars": label_chars} if label_chars else {})},
     )
 
 
@@ -102,13 +104,16 @@ def page_layout(layout: dict, entries: list[str], width_px: float, font_family: 
     line = 1.3
     left, right, bottom, pad = 4.0 * font_px, 1.0 * font_px, 3.2 * font_px, 0.5 * font_px
     plot_w = width_px - left - right
+    # long category labels on the y axis (pairs of method names) narrow the plot: axis titles
+    # wrap to what is left
+    data_w = max(plot_w - 0.55 * font_px * float(meta.get("label_chars", 0)), 0.3 * width_px)
     # axis titles wrapped to the plot's width (a long one would run off the page)
     xtitle = (lay.get("xaxis") or {}).get("title") or {}
     if xtitle.get("text"):
-        # long category labels on the y axis narrow the plot: wrap at 70% of the estimate
-        lines = textwrap.wrap(str(xtitle["text"]), max(10, int(0.7 * plot_w / (0.5 * font_px))))
+        # wrap at 85% of the estimate
+        lines = textwrap.wrap(str(xtitle["text"]), max(10, int(0.85 * data_w / (0.5 * font_px))))
         xtitle["text"] = "<br>".join(lines)
-        bottom += (len(lines) - 1) * font_px * line
+        bottom += (len(lines) - 1) * font_px * line * 1.6
 
     text = str((lay.get("title") or {}).get("text") or "")
     per_line = max(10, int((width_px - 2 * pad) / (0.5 * title_px)))
@@ -144,11 +149,14 @@ def page_layout(layout: dict, entries: list[str], width_px: float, font_family: 
         # one labelled row per category: closer rows when there are many, so 45 pairs fit a page
         plot_h = rows * font_px * (1.9 if rows <= 15 else 1.5) if rows else plot_w * float(meta.get("aspect",
                                                                                                    DEFAULT_ASPECT))
-        height_px = top + max(plot_h, 4 * font_px) + bottom
+        height_px = top + max(plot_h, 6 * font_px) + bottom
     if show_legend:
         legend["y"] = 1 - (pad + title_h) / height_px
     _merge(lay, dict(
         width=width_px, height=height_px, autosize=False,
+        # plotly keeps a plot area of at least 64 px, pushing the axis title off a small page
+        # when a margin grows: let the plot area shrink instead
+        minreducedheight=20, minreducedwidth=20,
         font=dict(family=font_family, size=font_px),
         title=dict(text="<br>".join(title_lines), font=dict(size=title_px), xref="container", x=0.0,
                    xanchor="left", yref="container", yanchor="top",

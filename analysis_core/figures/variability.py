@@ -94,14 +94,22 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         fig.update_yaxes(type="category")
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)
-    fig.update_layout(**base_layout(title or default, rows=rows), showlegend=False, height=max(360, 22 * rows + 140))
+    chars = max((len(str(y)) for y in fig.data[0].y), default=0)
+    fig.update_layout(**base_layout(title or default, rows=rows, label_chars=chars), showlegend=False,
+                      height=max(360, 22 * rows + 140))
     fig.update_yaxes(dtick=1, range=[-0.7, rows - 0.3])  # no empty rows above and below
     return fig
 
 
 def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
-    t = paired.assign(pair=(paired["method_a"].astype(str) + " − " + paired["method_b"].astype(str)).map(plot_text))
+    a, b = paired["method_a"].astype(str), paired["method_b"].astype(str)
+    la, lb = a.str.len(), b.str.len()
+    # long names: "a −" and "b" on two lines, so the plot keeps its width at column width
+    long = len(paired) > 0 and int((la + lb).max()) > 30
+    sep = " −<br>" if long else " − "
+    t = paired.assign(pair=[plot_text(x) + sep + plot_text(y) for x, y in zip(a, b, strict=True)])
+    chars = 0 if not len(paired) else int(max(la.max(), lb.max()) + 2 if long else (la + lb).max() + 3)
     hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
              for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
     fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
@@ -113,7 +121,8 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     for name, col in (("significant (Holm)", PALETTE[1]), ("not significant", PALETTE[7])):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
     fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-    fig.update_layout(**base_layout(title or "Paired per-query AP differences", rows=len(t)))
-    fig.update_xaxes(title="mean AP difference (a − b) with interval")
+    fig.update_layout(**base_layout(title or "Paired per-query AP differences with t intervals",
+                                    rows=len(t) * (2 if long else 1), label_chars=chars))
+    fig.update_xaxes(title="mean AP difference a − b")
     fig.update_yaxes(type="category", range=[-0.7, len(t) - 0.3])
     return fig

@@ -122,7 +122,7 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
     fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
     fig.update_layout(**base_layout(title or "Paired per-query AP differences with t intervals",
-                                    rows=len(t) * (2 if long else 1), label_chars=chars))
+                                    rows=len(t) * (1.5 if long else 1), label_chars=chars))
     fig.update_xaxes(title="mean AP difference a − b")
     fig.update_yaxes(type="category", range=[-0.7, len(t) - 0.3])
     return fig

@@ -11,6 +11,7 @@ import numpy as np
 from .engine.core import PassResult, Progress, gallery_positives, run_pass
 from .errors import InputError
 from .io import Dataset, validate
+from .metrics.registry import put_key, query_columns
 from .stats.histograms import jensen_shannon
 from .stats.sampling import (
     BOOTSTRAP_REPS,
@@ -146,20 +147,18 @@ class Evaluation:
             stratum[qs.frame] = qs.stratum_of
             st = stratum[r.query_items[keep]]
 
+            hits = {m.column for m in query_columns(self.ks) if m.kind == "hit"} | {"mixed_ties"}
+
             def mean(c: str, key: str) -> float:
-                hit_rate = c == "precision_at_1" or c.startswith("recall_at_") or c == "mixed_ties"
-                iv = mean_interval(col[c], st, qs, self.alpha, hit_rate)
+                iv = mean_interval(col[c], st, qs, self.alpha, c in hits)
                 intervals[key] = iv
                 return iv["estimate"]
-        out = {
-            "map": {"expected": mean("ap", "map"), "lower": mean("ap_lower", "map_lower"),
-                    "upper": mean("ap_upper", "map_upper")},
-            "map_at_r": mean("map_at_r", "map_at_r"),
-            "r_precision": mean("r_precision", "r_precision"),
-            "precision_at_1": mean("precision_at_1", "precision_at_1"),
-            "mrr": mean("rr", "mrr"),
-            "recall_at_k": {str(k): mean(f"recall_at_{k}", f"recall_at_{k}") for k in self.ks},
-            "precision_at_k": {str(k): mean(f"precision_at_{k}", f"precision_at_{k}") for k in self.ks},
+        out: dict = {}
+        for metric in query_columns(self.ks):
+            value = mean(metric.column, metric.name)
+            for key in metric.keys:
+                put_key(out, key, value)
+        out |= {
             "jsd": jensen_shannon(r.hist_pos, r.hist_neg),
             "mean_pos_similarity": r.mean_pos_similarity,
             "mean_neg_similarity": r.mean_neg_similarity,

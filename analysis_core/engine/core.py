@@ -34,10 +34,10 @@ from .phases import run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
 from .results import PassResult, assemble
-from .setup import BASE_COLUMNS, KERNELS, prepare
+from .setup import KERNELS, prepare
 from .tiles import TILE
 
-__all__ = ["BASE_COLUMNS", "KERNELS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
+__all__ = ["KERNELS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
 
 
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,

@@ -162,7 +162,8 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
     """Per-query metrics of a block from its positive scores and its summed counts."""
     v = np.empty((th.chunk_q.size, len(setup.columns)), np.float64)
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
-    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.ks, setup.n_recall, setup.interpolated, v, c)
+    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
+                  setup.n_recall, setup.interpolated, v, c)
     return v, c
 
 

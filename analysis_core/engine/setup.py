@@ -12,6 +12,7 @@ import numpy as np
 
 from .layout import canonical_order, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
+from .query_metrics import metric_plan
 from .tiles import TILE
 
 #: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
@@ -20,9 +21,6 @@ from .tiles import TILE
 #: the kernel for duplicate vectors
 KERNELS = ("auto", "count", "search", "general")
 
-#: columns of the per-query output array, in order (before the P@k / Recall@k columns)
-BASE_COLUMNS = ("n_positives", "ap", "ap_lower", "ap_upper", "map_at_r", "r_precision", "rr",
-                "n_mixed_tie_blocks", "n_tied_negatives")
 
 
 @dataclass
@@ -56,7 +54,9 @@ class Setup:
     ks: np.ndarray
     n_recall: int
     interpolated: bool
-    columns: tuple[str, ...]
+    columns: tuple[str, ...]  # per-query output columns (:func:`~.query_metrics.metric_plan`)
+    metric_kernels: np.ndarray  # phase-3 kernel id and cutoff code of each metric column
+    metric_cutoffs: np.ndarray
     token: str
     per_query_pairs: bool = False  # per-query pair histograms and sums (query sampling)
     fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
@@ -105,11 +105,11 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_has_query = np.zeros(n_tiles, bool)
     tile_has_query[item_u[q_pos] // TILE] = True
     pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
-    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
+    columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist())
     h = hashlib.blake2b(digest_size=16)
     for a in (Xu, uptr, lab, q_c, g_c):
         h.update(np.ascontiguousarray(a).data)
-    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs)).encode())
+    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs, columns)).encode())
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
@@ -118,6 +118,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
         vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
         tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, same_class_tiles=pos_pairs, ks=ks_arr,
-        n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
+        n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
+        metric_cutoffs=metric_cutoffs, token=h.hexdigest(),
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
     )

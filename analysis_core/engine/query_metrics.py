@@ -10,6 +10,7 @@ from ..metrics.tie_blocks import (
     ap_bounds,
     expected_ap,
     expected_hit_at,
+    expected_ndcg,
     expected_precision_at,
     expected_reciprocal_rank,
     pr_curve,
@@ -20,7 +21,7 @@ from ..metrics.tie_blocks import (
 #: its line in :func:`evaluate_kernel`. Ids are literals in this file, so numba's on-disk cache of
 #: this module is invalidated whenever the dispatch changes.
 KERNEL_IDS = {"expected_ap": 0, "ap_lower": 1, "ap_upper": 2, "expected_precision_at": 3, "expected_hit_at": 4,
-              "expected_reciprocal_rank": 5}
+              "expected_reciprocal_rank": 5, "expected_ndcg": 6}
 #: cutoff codes: the whole ranking, the query's R; any other value is the rank k itself
 CUT_ALL = -1
 CUT_R = -2
@@ -44,6 +45,8 @@ def evaluate_kernel(kernel, T, t, r, cutoff, ap_lo, ap_hi):
         return expected_hit_at(T, t, r, cutoff)
     if kernel == 5:
         return expected_reciprocal_rank(T, t, r)
+    if kernel == 6:
+        return expected_ndcg(T, t, r, cutoff)
     return np.nan
 
 

@@ -63,6 +63,8 @@ REGISTRY: tuple[MetricSpec, ...] = (
                doc="reciprocal rank of the first positive"),
     MetricSpec("recall_at_{k}", "recall_at_{k}", ("recall_at_k.{k}",), "Recall@{k}", "R@{k}", "hit",
                "expected_hit_at", "k", doc="a positive in the top k (Recall@K of metric learning)"),
+    MetricSpec("ndcg", "ndcg", ("ndcg",), "nDCG", "nDCG", "mean", "expected_ndcg", "all", in_tables=False,
+               doc="normalised discounted cumulative gain of the whole ranking, binary gains"),
     MetricSpec("jsd", None, ("jsd",), "JSD", "JSD", "pair",
                doc="Jensen-Shannon divergence of the positive- and negative-pair similarity histograms"),
     MetricSpec("mean_pos_similarity", None, ("mean_pos_similarity",), "mean positive-pair similarity",

@@ -117,6 +117,33 @@ def expected_hit_at(T, t, r, k):
 
 
 @njit(cache=True, nogil=True)
+def expected_ndcg(T, t, r, cutoff):
+    """Expected nDCG at ``cutoff`` with binary gains (Järvelin & Kekäläinen, ACM TOIS 2002).
+
+    ``E[DCG] = sum_c (r_c/t_c) sum_{j=1..min(t_c, cutoff-T_{c-1})} 1/log2(T_{c-1}+j+1)`` (each slot
+    of block c holds a positive with probability r_c/t_c; expectation is linear), divided by the
+    ideal ``IDCG = sum_{i=1..min(R, cutoff)} 1/log2(i+1)``. Equals scikit-learn's ``ndcg_score``,
+    which averages the gains of tied items.
+    """
+    R = 0
+    for c in range(r.shape[0]):
+        R += r[c]
+    dcg = 0.0
+    for c in range(r.shape[0]):
+        if T[c] >= cutoff:
+            break
+        jmax = min(t[c], cutoff - T[c])
+        acc = 0.0
+        for j in range(1, jmax + 1):
+            acc += 1.0 / np.log2(T[c] + j + 1.0)
+        dcg += r[c] / t[c] * acc
+    ideal = 0.0
+    for i in range(1, min(R, cutoff) + 1):
+        ideal += 1.0 / np.log2(i + 1.0)
+    return dcg / ideal
+
+
+@njit(cache=True, nogil=True)
 def _expected_inverse_rank(Tc, tc, rc, m):
     """E[1/(Tc + J)] where J is the position, inside a block of tc items holding rc positives in
     uniformly random order, of the m-th positive: P(J=j) = C(j-1,m-1) C(tc-j,rc-m) / C(tc,rc).

@@ -1,4 +1,4 @@
-"""Command line: ``python -m analysis_core check|evaluate`` (SPEC section 5).
+"""Command line: ``python -m analysis_core check|evaluate`` (the README's "Command line").
 
 Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 3 the Dask
 cluster could not finish (nothing written), 1 an internal error (short message; set

@@ -1,8 +1,11 @@
-"""Everything for a paper in one folder: the ``report`` command's work (SPEC section 5).
+"""Everything for a paper in one folder: the ``report`` command's work (the README's "Variability
+statistics and the `report` command").
 
 ``DIR/summary.json``, ``DIR/per_query.csv``, ``DIR/tables/<name>.csv`` + ``.tex`` twins, and
 ``DIR/figures/<name>.<fmt>``. Statistics compare classes (one method) or method x class groups
-(several methods), as in Brughi et al.
+(several methods), as in
+F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact of
+inter-query variability on the performance of retrieval systems".
 """
 
 from __future__ import annotations

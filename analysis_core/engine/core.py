@@ -1,6 +1,6 @@
 """The streamed all-pairs pass: every pair's similarity computed once, never an N x N matrix.
 
-How determinism is obtained (SPEC section 2). A BLAS matrix product does not give the same bits
+How determinism is obtained. A BLAS matrix product does not give the same bits
 for a pair when the pair sits at another position of the call or when the thread count changes
 (measured on OpenBLAS: ``X @ X.T`` is not even symmetric). So:
 

@@ -144,9 +144,9 @@ def label(name: str, short: bool = False) -> str:
     for spec in REGISTRY:
         if spec.cutoff == "k":
             head, _, tail = spec.name.partition("{k}")
-            if name.startswith(head) and name.endswith(tail) and name[len(head):len(name) - len(tail) or None].isdigit():
-                k = int(name[len(head):len(name) - len(tail) or None])
-                m = _concrete(spec, k)
+            middle = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+            if middle.isdigit():
+                m = _concrete(spec, int(middle))
                 return m.short if short else m.label
         elif spec.name == name:
             return spec.short if short else spec.label

@@ -1,4 +1,5 @@
-"""Per-query ranking metrics from the tie blocks of one query's ranking (SPEC section 3).
+"""Per-query ranking metrics from the tie blocks of one query's ranking (definitions: the README's
+"Retrieval protocol and metric definitions").
 
 Every function takes the blocks that contain at least one positive, in descending score order:
 
@@ -27,7 +28,9 @@ def ap_bounds(T, t, r):
 
     ``AP+ = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+i)`` (positives first in each block),
     ``AP- = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+t_c-r_c+i)`` (positives last).
-    Returns ``(AP-, AP+)``. Nicolaou et al. call their means mAP- and mAP+.
+    Returns ``(AP-, AP+)``. Nicolaou et al. call their means mAP- and mAP+
+    (A. Nicolaou, S. Dey, V. Christlein, A. Maier and D. Karatzas, "Non-deterministic Behavior of
+    Ranking-based Metrics when Evaluating Embeddings", RRPR 2018, LNCS 11455, Springer, 2019).
     """
     R = 0
     for c in range(r.shape[0]):
@@ -49,7 +52,8 @@ def expected_ap(T, t, r, cutoff):
 
     ``E[AP] = (1/R) sum_c sum_{j=1..t_c} (r_c/t_c) (R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)) / (T_{c-1}+j)``
     with ``(r_c-1)/(t_c-1) = 0`` when ``t_c = 1``. Only ranks ``T_{c-1}+j <= cutoff`` are summed, so
-    ``cutoff = R`` gives the expected **MAP@R** (Musgrave et al. 2020: AP truncated at rank R and
+    ``cutoff = R`` gives the expected **MAP@R** (K. Musgrave, S. Belongie and S.-N. Lim, "A Metric
+    Learning Reality Check", ECCV 2020: AP truncated at rank R and
     divided by R) and a cutoff past the end gives the full-ranking expected AP.
     Position j of block c holds a positive with probability r_c/t_c; given that, the expected
     number of positives at or above it is ``R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)``.
@@ -201,7 +205,9 @@ def expected_positive_precision(T, t, r, i):
 
 @njit(cache=True, nogil=True)
 def pr_curve(T, t, r, n_points, interpolated):
-    """Precision on the recall grid r_j = j/(n_points-1), j = 0..n_points-1 (Brughi et al.).
+    """Precision on the recall grid r_j = j/(n_points-1), j = 0..n_points-1, as in
+    F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact
+    of inter-query variability on the performance of retrieval systems".
 
     From the points (i/R, E[i/rank_i]), i = 1..R: precision is constant for r < 1/R and linearly
     interpolated between points. With ``interpolated``, precision at r is instead the maximum

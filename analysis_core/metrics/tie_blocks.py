@@ -122,7 +122,8 @@ def expected_hit_at(T, t, r, k):
 
 @njit(cache=True, nogil=True)
 def expected_ndcg(T, t, r, cutoff):
-    """Expected nDCG at ``cutoff`` with binary gains (Järvelin & Kekäläinen, ACM TOIS 2002).
+    """Expected nDCG at ``cutoff`` with binary gains (K. Järvelin and J. Kekäläinen, "Cumulated
+    gain-based evaluation of IR techniques", ACM Transactions on Information Systems 20(4), 2002).
 
     ``E[DCG] = sum_c (r_c/t_c) sum_{j=1..min(t_c, cutoff-T_{c-1})} 1/log2(T_{c-1}+j+1)`` (each slot
     of block c holds a positive with probability r_c/t_c; expectation is linear), divided by the

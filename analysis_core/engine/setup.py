@@ -50,6 +50,7 @@ class Setup:
     leave_one_out: bool  # every item a query and in the gallery
     tile_has_shared_vector: np.ndarray  # per tile: holds a vector of several items (general kernel)
     tile_has_query: np.ndarray
+    tile_has_gallery: np.ndarray
     same_class_tiles: np.ndarray  # (P, 2) tile pairs I <= J holding a same-class pair
     ks: np.ndarray
     n_recall: int
@@ -104,6 +105,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_shared[tile_of_u[ulab < 0]] = True
     tile_has_query = np.zeros(n_tiles, bool)
     tile_has_query[item_u[q_pos] // TILE] = True
+    tile_has_gallery = np.zeros(n_tiles, bool)
+    tile_has_gallery[item_u[np.nonzero(g_c)[0]] // TILE] = True
     pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist())
     h = hashlib.blake2b(digest_size=16)
@@ -117,7 +120,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R, query_tile=item_u[q_pos] // TILE,
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
         vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
-        tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, same_class_tiles=pos_pairs, ks=ks_arr,
+        tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, tile_has_gallery=tile_has_gallery, same_class_tiles=pos_pairs, ks=ks_arr,
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
         metric_cutoffs=metric_cutoffs, token=h.hexdigest(),
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,

@@ -94,7 +94,7 @@ def test_float64_ap_equals_trec_eval_where_float32_merges_near_ties():
     assert np.abs(ap32[axis_q] - ref[axis_q]).min() > 1e-4
     dup_queries = np.nonzero(np.isin(y[:-2 * len(dup_classes)], dup_classes))[0]  # not the pairs themselves
     assert (mixed32[dup_queries] > 0).all()
-    # float64 keeps them apart: no ties at all in these data, and trec_eval's AP for every query
+    # float64 keeps them apart: no tie mixes a positive and a negative, and trec_eval's AP for every query
     assert (mixed64 == 0).all()
     np.testing.assert_allclose(ap64, ref, rtol=0, atol=1e-9)
 

@@ -115,7 +115,7 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     for sp in splits:
         try:
             out[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
-                               group_size=size, seed=seed, alpha=alpha)
+                               group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
         except InputError as exc:
             rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
     return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import canonical_order, gallery_positives, prepare_vectors, score_range
+from .layout import PRECISIONS, canonical_order, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
 from .query_metrics import metric_plan
 from .tiles import TILE
@@ -30,7 +30,7 @@ class Setup:
     rows and columns of the tiles. ``token`` identifies the setup (workers cache its tile computer).
     """
 
-    vectors: np.ndarray  # (unique vectors, d) float32 in canonical order
+    vectors: np.ndarray  # (unique vectors, d) in canonical order, float32 or float64 (the precision)
     similarity: str
     items: np.ndarray  # input row of each canonical item position
     item_vector: np.ndarray  # unique vector of each item position
@@ -68,6 +68,11 @@ class Setup:
         return int(self.labels.shape[0])
 
     @property
+    def dtype(self) -> np.dtype:
+        """What scores are computed and compared in: float32, or float64 (``precision``)."""
+        return self.vectors.dtype
+
+    @property
     def n_tiles(self) -> int:
         return max(1, math.ceil(self.vectors.shape[0] / TILE))
 
@@ -75,8 +80,10 @@ class Setup:
 def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
-            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto") -> Setup:
-    """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
+            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto",
+            precision: str = "float32") -> Setup:
+    """Canonical layout of one pass (see the module docstring); no similarity is computed yet.
+    ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``)."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
@@ -85,10 +92,12 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         raise ValueError(f"codes, is_query and is_gallery need one entry per row of X ({n})")
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}: use one of {', '.join(KERNELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
-    Xf = prepare_vectors(X, similarity)
+    Xf = prepare_vectors(X, similarity, precision)
     Xu, items, item_u, uptr = canonical_order(Xf, codes, isq)
     lab = codes[items]
     q_c = isq[items]
@@ -112,7 +121,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     h = hashlib.blake2b(digest_size=16)
     for a in (Xu, uptr, lab, q_c, g_c):
         h.update(np.ascontiguousarray(a).data)
-    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs, columns)).encode())
+    h.update(repr((similarity, precision, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs,
+                   columns)).encode())
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(

@@ -31,6 +31,7 @@ if got is not None:
             u, n = np.unique(getattr(ds, c), return_counts=True)
             extras.append(f"{c}: " + ", ".join(f"{components.literal(a)} ({b})" for a, b in zip(u, n, strict=True)))
     st.caption(f"Source: {components.literal(ds.source)} · similarity: {d['similarity']} · "
+               + ("in float64 · " if d["precision"] == "float64" else "")
                + ("roles given" if ds.role is not None else "leave-one-out")
                + "".join(f" · {e}" for e in extras) + (" · confidences given" if ds.confidence is not None else ""))
     with st.expander("Class sizes"):

@@ -1,8 +1,11 @@
-"""Everything for a paper in one folder: the ``report`` command's work (SPEC section 5).
+"""Everything for a paper in one folder: the ``report`` command's work (the README's "Variability
+statistics and the `report` command").
 
 ``DIR/summary.json``, ``DIR/per_query.csv``, ``DIR/tables/<name>.csv`` + ``.tex`` twins, and
 ``DIR/figures/<name>.<fmt>``. Statistics compare classes (one method) or method x class groups
-(several methods), as in Brughi et al.
+(several methods), as in
+F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact of
+inter-query variability on the performance of retrieval systems".
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     for sp in splits:
         try:
             out[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
-                               group_size=size, seed=seed, alpha=alpha)
+                               group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
         except InputError as exc:
             rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
     return out

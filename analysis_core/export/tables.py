@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics.registry import label as metric_label
 from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -141,7 +142,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
 
     cols = list(df.columns)
     headers = headers or {}
-    header = [tex_escape(headers.get(c, c)) for c in cols]
+    header = [tex_escape(headers.get(c) or metric_label(c, short=True)) for c in cols]
     align = ["r" if c in raw or (is_numeric_dtype(df[c]) and not is_bool_dtype(df[c])) else "l" for c in cols]
     p_cols = [is_p_column(c) for c in cols]
     shown = df.iloc[:max_rows] if max_rows and len(df) > max_rows else df

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import METRIC_LABELS, PALETTE, base_layout, plot_text, rgba, series_look
+from ..metrics.registry import label
+from .style import PALETTE, base_layout, plot_text, rgba, series_look
 
-SWEEP_METRICS = {"recall_at_1": "Recall@1", "map_at_r": "MAP@R", "map": "mAP",
-                 "grouped_recall_at_1": "Grouped Recall@1", "jsd": "JSD"}
+SWEEP_METRICS = ("recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd")
 
 
 def histogram_figure(hist: pd.DataFrame, normalized: bool = True, title: str | None = None) -> go.Figure:
@@ -36,7 +36,7 @@ def sweep_figure(sweep: pd.DataFrame, metrics: list[str] | None = None, title: s
     for i, m in enumerate(metrics):
         mean, lo, hi = g[m].mean(), g[m].min(), g[m].max()
         col, dash, symbol, _ = series_look(i)
-        fig.add_trace(go.Scatter(x=mean.index, y=mean, mode="lines+markers", name=SWEEP_METRICS.get(m, m),
+        fig.add_trace(go.Scatter(x=mean.index, y=mean, mode="lines+markers", name=label(m),
                                  line=dict(color=col, width=2, dash=dash), marker=dict(symbol=symbol),
                                  error_y=dict(type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo)))
     fig.update_layout(**base_layout(title or "Metrics against the number of classes"))
@@ -70,7 +70,7 @@ def generalization_figure(gen: pd.DataFrame, splits: list[str], title: str | Non
     fig = go.Figure()
     for i, s in enumerate(splits):
         col, _, _, pattern = series_look(i)
-        fig.add_trace(go.Bar(x=[METRIC_LABELS.get(m, m) for m in gen["metric"]], y=gen[s], name=plot_text(s),
+        fig.add_trace(go.Bar(x=[label(m, short=True) for m in gen["metric"]], y=gen[s], name=plot_text(s),
                              marker=dict(color=col, pattern_shape=pattern)))
     fig.update_layout(**base_layout(title or "Metrics per split"), barmode="group")
     fig.update_yaxes(title="value")

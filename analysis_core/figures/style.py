@@ -24,9 +24,6 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 DASHES = ["solid", "dash", "dot", "dashdot"]
 SYMBOLS = ["circle", "square-open", "x", "diamond-open"]
 PATTERNS = ["", "/", ".", "x"]  # bar fill patterns, the bars' counterpart of the dashes
-METRIC_LABELS = {"recall_at_1": "R@1", "grouped_recall_at_1": "Grouped R@1", "map_at_r": "MAP@R", "map": "mAP",
-                 "jsd": "JSD", "mean_pos_similarity": "mean pos. sim.", "r_precision": "R-Prec.",
-                 "precision_at_1": "P@1", "mrr": "MRR"}
 DEFAULT_ASPECT = 0.62  # plot-area height / width when a figure kind sets none
 _SYMBOL_PX = 40  # a legend entry's symbol and gap, in plotly
 

@@ -146,7 +146,8 @@ def page_layout(layout: dict, entries: list[str], width_px: float, font_family: 
         # one labelled row per category: closer rows when there are many, so 45 pairs fit a page
         plot_h = rows * font_px * (1.9 if rows <= 15 else 1.5) if rows else plot_w * float(meta.get("aspect",
                                                                                                    DEFAULT_ASPECT))
-        height_px = top + max(plot_h, 6 * font_px) + bottom
+        # whole CSS pixels: Chromium sizes the PDF page and the PNG from them alike
+        height_px = float(math.ceil(top + max(plot_h, 6 * font_px) + bottom))
     if show_legend:
         legend["y"] = 1 - (pad + title_h) / height_px
     _merge(lay, dict(

@@ -285,8 +285,10 @@ TRAINING = ROOT / "demo_data" / "training.npz"
 def reduced_training(path: Path, per: int = 8) -> Path:
     """The training demo with its 10 checkpoints (2 families x 5 epochs), 3 splits (train,
     test_seen, test_unseen by class) and per-checkpoint confidences, keeping the first ``per``
-    items of every (class, split): ``report --by-split`` on it takes about a minute instead of
-    ten. ``benchmarks/check_paper_tables.py`` runs the same check on the whole demo."""
+    items of every (class, split). ``report --by-split`` on it still takes about a minute of CPU
+    (its fixed costs: the paired tests of 45 pairs x metrics x 4 splits; 4-5 min at load 12 on 2
+    cores), the whole demo 2.5 min of CPU (15 min at that load): ``benchmarks/check_paper_tables.py``
+    runs the same check on the whole demo."""
     d = np.load(TRAINING)
     keep = np.zeros(d["labels"].size, bool)
     for c in np.unique(d["labels"]):

@@ -10,7 +10,6 @@ from dashboard import cache, components
 from dashboard.views.common import alpha, current, items
 
 
-
 @st.fragment
 def class_sweep(key, ds, method: str) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats

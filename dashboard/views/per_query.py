@@ -13,7 +13,6 @@ from dashboard import cache, components
 from dashboard.views.common import current, similarity
 
 
-
 @st.fragment
 def drill_down(key, ev) -> None:
     """The worst queries of one method and one query's nearest neighbours: changing the method or

@@ -9,7 +9,6 @@ from dashboard import cache, components
 from dashboard.views.common import alpha, current
 
 
-
 @st.fragment
 def shown_bands(b, all_methods: list[str], kind: str) -> None:
     """Which methods and classes the figure shows: choosing them reruns this section only."""

@@ -330,10 +330,32 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
         label="Evaluating the sampled classes")
 
 
+SWEEP_MAX_REPEATS = 5  # the page's slider maximum
+
+
 def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int) -> pd.DataFrame:
+    """The class-count sweep, with its progress. Repeat r draws the same classes whatever the
+    number of repeats, so fewer repeats than a stored sweep's are its first rows (no new run)."""
+    for more in range(SWEEP_MAX_REPEATS, repeats, -1):
+        e = STORE.entry(token.derived("sweep", method, group_size, more))
+        if e is not None:
+            return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
     return STORE.result(token.derived("sweep", method, group_size, repeats), lambda p: class_count_sweep(
         ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
-        similarity=token.similarity), group=token.data, label="Sweeping class counts")
+        similarity=token.similarity, progress=p), group=token.data, label="Sweeping class counts")
+
+
+def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """A method's vectors prepared for the similarity (as the engine scores them) and their
+    squared norms: kept, so a query's drill-down is one matrix-vector product."""
+    from analysis_core.engine.layout import prepare_vectors
+
+    def prepare(progress: _Progress) -> tuple[np.ndarray, np.ndarray]:
+        xf = prepare_vectors(ds.embeddings[method], token.similarity)
+        return xf, np.einsum("ij,ij->i", xf, xf)
+
+    return STORE.result(f"vectors/{token.data}/{token.similarity}/{method}", prepare, group=token.data,
+                        label="Preparing the vectors")
 
 
 def bands(token: Token, ev: Evaluation, kind: str) -> pd.DataFrame:
@@ -341,11 +363,19 @@ def bands(token: Token, ev: Evaluation, kind: str) -> pd.DataFrame:
                         group=token.data, label="Computing the bands")
 
 
-def statistics(token: Token, selection: tuple, ap: pd.DataFrame, metrics: pd.DataFrame) -> VariabilityAnalysis:
+def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> VariabilityAnalysis:
     """The Statistics page's :func:`~analysis_core.stats.analyse` for one selection of methods,
-    classes and subsample (``selection`` names it in the key)."""
-    return STORE.result(token.derived("statistics", *selection), lambda p: analyse(ap, token.alpha, metrics=metrics),
-                        group=token.data, label="Running the statistics")
+    classes and subsample (``selection`` names it in the key; α is in the token). The every-metric
+    table for the paired tests is built inside, only when the analysis is not stored."""
+    from analysis_core.stats.variability import metric_frame
+
+    def run(progress: _Progress) -> VariabilityAnalysis:
+        metrics = metric_frame(ev, list(selection[0]))
+        metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
+        return analyse(ap, token.alpha, metrics=metrics)
+
+    return STORE.result(token.derived("statistics", *selection), run, group=token.data,
+                        label="Running the statistics")
 
 
 def checkpoints(token: Token, ev: Evaluation) -> CheckpointAnalysis:

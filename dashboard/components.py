@@ -16,7 +16,7 @@ import streamlit as st
 
 from analysis_core.evaluation import Evaluation
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
-from analysis_core.export.number_format import display_formats, floor_p_columns
+from analysis_core.export.number_format import display_formats, floor_p_columns, format_p, is_p_column
 from analysis_core.export.tables import to_latex
 from analysis_core.figures.style import plot_text as _plot_text
 from analysis_core.report import build_report, write_report
@@ -24,6 +24,7 @@ from dashboard import state
 
 ARCHIVE = "_report_archive"  # session state: (settings, ZIP bytes) of the last archive built
 LOG = logging.getLogger("dashboard")
+STYLED_CELLS = 50_000  # larger tables (a 30 000-query per-query table) are shown without a Styler
 MIME = {"pdf": "application/pdf", "svg": "image/svg+xml", "png": "image/png"}
 
 
@@ -100,12 +101,17 @@ def report_archive(ev: Evaluation, key: str, alpha: float) -> None:
 def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int | None = None) -> None:
     """Show ``df`` (p-values and statistics printed as everywhere, :mod:`number_format`) with
     CSV and LaTeX (booktabs) downloads."""
-    st.dataframe(df.style.format(display_formats(df)), width="stretch", hide_index=True,
-                 **({"height": height} if height else {}))
+    size = {"height": height} if height else {}
+    if df.size <= STYLED_CELLS:
+        st.dataframe(df.style.format(display_formats(df)), width="stretch", hide_index=True, **size)
+    else:  # a Styler renders every cell in Python (seconds, refused over 262 144): numbers as they are
+        shown = df.assign(**{c: df[c].map(format_p) for c in df.columns if is_p_column(c)})
+        st.dataframe(shown, width="stretch", hide_index=True, **size)
     c1, c2, _ = st.columns([1, 1, 4])
-    c1.download_button("CSV", floor_p_columns(df).to_csv(index=False).encode(), f"{name}.csv", "text/csv",
+    # built on click, not on every rerun (LaTeX of a 1 200-row table is a tenth of a second)
+    c1.download_button("CSV", lambda: floor_p_columns(df).to_csv(index=False).encode(), f"{name}.csv", "text/csv",
                        key=f"dl-{name}-tcsv", on_click="ignore", width="stretch")
-    c2.download_button("LaTeX", to_latex(df, caption=caption).encode(), f"{name}.tex", "application/x-tex",
+    c2.download_button("LaTeX", lambda: to_latex(df, caption=caption).encode(), f"{name}.tex", "application/x-tex",
                        key=f"dl-{name}-tex", on_click="ignore", width="stretch")
 
 

@@ -154,25 +154,31 @@ def default_class_counts(n_classes: int, lowest: int = 10, points: int = 8) -> l
 
 
 def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | None = None, repeats: int = 3,
-                      seed: int = 0, group_size: int = 10, similarity: str = "cosine") -> pd.DataFrame:
+                      seed: int = 0, group_size: int = 10, similarity: str = "cosine",
+                      progress=None) -> pd.DataFrame:
     """For each class count C (and repeat): the metrics on C sampled classes. Columns:
-    n_classes, repeat, n_items, recall_at_1, map_at_r, map, grouped_recall_at_1, jsd."""
+    n_classes, repeat, n_items, recall_at_1, map_at_r, map, grouped_recall_at_1, jsd.
+    ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items."""
     codes = np.asarray(codes)
     n_all = np.unique(codes).size
     counts = counts or default_class_counts(n_all, lowest=max(2, group_size))
+    runs = [(c, r) for c in counts for r in range(repeats if c < n_all else 1)]
+    total, done = sum(c for c, _ in runs), 0  # the cost grows with the classes sampled
     rows = []
-    for c in counts:
-        for r in range(repeats if c < n_all else 1):
-            idx = sample_classes(codes, c, seed=seed * 1_000_003 + 7919 * r + c)
-            res = run_pass(X[idx], codes[idx], similarity=similarity, ks=(1,), n_recall=2)
-            scored = res.values[:, 0] > 0
-            col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
-            gr = grouped_recall(X[idx], codes[idx], group_size=group_size, ks=(1,), similarity=similarity,
-                                seed=seed + r).table.iloc[0]
-            rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=_fmean(col["recall_at_1"]),
-                             map_at_r=_fmean(col["map_at_r"]), map=_fmean(col["ap"]), grouped_recall_at_1=gr["mean"],
-                             grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
-                             jsd=jensen_shannon(res.hist_pos, res.hist_neg)))
+    for c, r in runs:
+        if progress is not None:
+            progress(done, total, f"{c} classes, repeat {r + 1}")
+        done += c
+        idx = sample_classes(codes, c, seed=seed * 1_000_003 + 7919 * r + c)
+        res = run_pass(X[idx], codes[idx], similarity=similarity, ks=(1,), n_recall=2)
+        scored = res.values[:, 0] > 0
+        col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
+        gr = grouped_recall(X[idx], codes[idx], group_size=group_size, ks=(1,), similarity=similarity,
+                            seed=seed + r).table.iloc[0]
+        rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=_fmean(col["recall_at_1"]),
+                         map_at_r=_fmean(col["map_at_r"]), map=_fmean(col["ap"]), grouped_recall_at_1=gr["mean"],
+                         grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
+                         jsd=jensen_shannon(res.hist_pos, res.hist_neg)))
     return pd.DataFrame(rows)
 
 

@@ -63,19 +63,61 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
     if why:
         warn.append(f"two-way ANOVA {why}")
         return _undefined_terms(terms, why)
-    model = smf.ols(f"{value} ~ C(meth) * C(cls)", data=d).fit()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        table = anova_lm(model, typ=2)
-    table = table.rename(index={"C(meth)": "method", "C(cls)": "class", "C(meth):C(cls)": "method:class"})
-    table.index.name = "term"
-    out = table.rename(columns={"PR(>F)": "p_value"}).reset_index()
+    out = _complete_two_way(d[value].to_numpy(np.float64), d["meth"].to_numpy(), d["cls"].to_numpy())
+    if out is None:  # a method x class cell without data: statsmodels' general fit
+        model = smf.ols(f"{value} ~ C(meth) * C(cls)", data=d).fit()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = anova_lm(model, typ=2)
+        table = table.rename(index={"C(meth)": "method", "C(cls)": "class", "C(meth):C(cls)": "method:class"})
+        table.index.name = "term"
+        out = table.rename(columns={"PR(>F)": "p_value"}).reset_index()
     out["note"] = ""
     bad = out["term"].ne("Residual") & ~np.isfinite(out["p_value"].to_numpy(np.float64))
     if bad.any():
         out.loc[bad, "note"] = "undefined: the term has no degrees of freedom left in this design."
         warn.append(f"two-way ANOVA: term(s) {', '.join(out.loc[bad, 'term'])} undefined in this design.")
     return out[["term", "sum_sq", "df", "F", "p_value", "note"]]
+
+
+def _complete_two_way(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame | None:
+    """Type II two-way ANOVA with interaction when every a x b cell holds data (None otherwise):
+    the same sums of squares as statsmodels' ``anova_lm(ols(y ~ C(a) * C(b)), typ=2)`` from cell
+    counts and sums, without the n x (levels_a x levels_b) design matrix (minutes at 600 classes).
+    ``SS(a | b) = RSS(b) - RSS(a + b)``, ``SS(b | a) = RSS(a) - RSS(a + b)``,
+    ``SS(ab | a, b) = RSS(a + b) - RSS(a * b)``; the additive fit solves the normal equations with
+    the b effects eliminated (an a x a system)."""
+    from scipy import stats
+
+    ia, la = pd.factorize(a, sort=True)
+    ib, lb = pd.factorize(b, sort=True)
+    m, c = la.size, lb.size
+    n_cells = np.bincount(ia * c + ib, minlength=m * c).reshape(m, c).astype(np.float64)
+    if (n_cells == 0).any():
+        return None
+    y = y - y.mean()  # centred: the sums of squares below subtract smaller numbers
+    s_cells = np.bincount(ia * c + ib, weights=y, minlength=m * c).reshape(m, c)
+    total = float(y @ y)
+    n_a, n_b = n_cells.sum(axis=1), n_cells.sum(axis=0)
+    s_a, s_b = s_cells.sum(axis=1), s_cells.sum(axis=0)
+    rss_full = total - float((s_cells**2 / n_cells).sum())
+    rss_a = total - float((s_a**2 / n_a).sum())
+    rss_b = total - float((s_b**2 / n_b).sum())
+    k = np.diag(n_a) - (n_cells / n_b) @ n_cells.T
+    r = s_a - (n_cells / n_b) @ s_b
+    eff_a = np.linalg.lstsq(k, r, rcond=None)[0]
+    eff_b = (s_b - n_cells.T @ eff_a) / n_b
+    rss_add = total - float(eff_a @ s_a + eff_b @ s_b)
+    df_res = float(y.size - m * c)
+    ss = np.array([rss_b - rss_add, rss_a - rss_add, rss_add - rss_full, rss_full])
+    dfs = np.array([m - 1, c - 1, (m - 1) * (c - 1), df_res], np.float64)
+    ss[:3] = np.maximum(ss[:3], 0.0)  # rounding below zero
+    mse = rss_full / df_res
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.r_[ss[:3] / dfs[:3] / mse, np.nan]
+        p = np.r_[stats.f.sf(f[:3], dfs[:3], df_res), np.nan]
+    return pd.DataFrame({"term": ["method", "class", "method:class", "Residual"], "sum_sq": ss, "df": dfs, "F": f,
+                         "p_value": p})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,23 @@ from analysis_core.figures.class_count import sweep_figure
 from dashboard import cache, components
 from dashboard.views.common import alpha, current, items
 
+
+@st.fragment
+def class_sweep(key, ds, method: str) -> None:
+    """The sweep over class counts (its progress shown while it runs): the number of repeats
+    reruns this section only."""
+    n_all = ds.n_classes
+    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3)
+    sweep_s = min(10, max(2, n_all // 2))  # fixed, so that the sliders above never recompute the sweep
+    st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
+               "whiskers span the repeats.")
+    sw = cache.sweep(key, ds, method, sweep_s, repeats)
+    title = f"Metrics against the number of classes ({components.plot_text(method)})"
+    components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
+    st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
+                 .agg(["mean", "std"]).round(4), width="stretch")
+
+
 st.title("Class count & group size")
 got = current()
 if got is not None:
@@ -39,12 +56,4 @@ if got is not None:
                f"{g['n_dropped_classes']} left-over classes dropped." if lo is not None and lo == lo
                else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
     st.subheader("Sweep over the number of classes")
-    repeats = st.slider("Repeats per class count", 1, 5, 3)
-    sweep_s = min(10, max(2, n_all // 2))  # fixed, so that the sliders above never recompute the sweep
-    st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
-               "whiskers span the repeats.")
-    sw = cache.sweep(key, ds, method, sweep_s, repeats)
-    title = f"Metrics against the number of classes ({components.plot_text(method)})"
-    components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
-    st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
-                 .agg(["mean", "std"]).round(4), width="stretch")
+    class_sweep(key, ds, method)

@@ -6,17 +6,48 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis_core.engine.topk import top_k
+from analysis_core.engine.topk import query_neighbours
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
-from dashboard import components
+from dashboard import cache, components
 from dashboard.views.common import current, similarity
+
+
+@st.fragment
+def drill_down(key, ev) -> None:
+    """The worst queries of one method and one query's nearest neighbours: changing the method or
+    the query reruns this section only; the neighbours are one row of scores (the method's
+    prepared vectors are kept), not a search index."""
+    ds = ev.dataset
+    st.subheader("Worst queries")
+    m = st.selectbox("Method", ev.methods, key="pq-method")
+    pq = ev.per_query(m)
+    worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
+    components.table(worst, f"worst_queries_{m}", height=300)
+
+    st.subheader("Drill-down: a query's nearest neighbours")
+    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, int(worst["query"].iloc[0]))
+    xf, sq = cache.vectors(key, ds, m)
+    scores, idx = query_neighbours(xf, q, 10, similarity=similarity(), sq_norms=sq)
+    ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
+    nn = pd.DataFrame({"rank": np.arange(1, idx.size + 1), "item": idx, "id": ids[idx], "label": ds.labels[idx],
+                       "same class": ds.labels[idx] == ds.labels[q], "score": scores})
+    match = pq[pq["query"] == q]
+    if match.empty:
+        about = "not evaluated (not a query of this evaluation, e.g. outside the query sample)"
+    else:
+        row = match.iloc[0]
+        about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "
+                 f"{int(row['n_positives'])} positives")
+    st.caption(f"Query {q} (id {components.literal(ids[q])}, class {components.literal(ds.labels[q])}): {about}. "
+               "Top 10 by exact scores; tied scores are shown by row index (metrics average over tie orders).")
+    st.dataframe(nn, width="stretch", hide_index=True)
+
 
 st.title("Per query & per class")
 got = current()
 if got is not None:
     key, ev = got
-    ds = ev.dataset
     methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
     ap = ap_frame(ev, methods or ev.methods)
     n_labels = ap["label"].nunique()
@@ -31,25 +62,4 @@ if got is not None:
     components.table(class_summary(ap, ev.class_query_counts() if sampled else None), "classes_by_mean_ap",
                      height=300)
 
-    st.subheader("Worst queries")
-    m = st.selectbox("Method", ev.methods, key="pq-method")
-    pq = ev.per_query(m)
-    worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
-    components.table(worst, f"worst_queries_{m}", height=300)
-
-    st.subheader("Drill-down: a query's nearest neighbours")
-    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, int(worst["query"].iloc[0]))
-    scores, idx = top_k(ds.embeddings[m], 10, similarity=similarity(), queries=np.array([q]))
-    ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
-    nn = pd.DataFrame({"rank": np.arange(1, 11), "item": idx[0], "id": ids[idx[0]], "label": ds.labels[idx[0]],
-                       "same class": ds.labels[idx[0]] == ds.labels[q], "score": scores[0]})
-    match = pq[pq["query"] == q]
-    if match.empty:
-        about = "not evaluated (not a query of this evaluation, e.g. outside the query sample)"
-    else:
-        row = match.iloc[0]
-        about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "
-                 f"{int(row['n_positives'])} positives")
-    st.caption(f"Query {q} (id {components.literal(ids[q])}, class {components.literal(ds.labels[q])}): {about}. "
-               "Top 10 by faiss; tied scores are shown in faiss's order (metrics average over tie orders).")
-    st.dataframe(nn, width="stretch", hide_index=True)
+    drill_down(key, ev)

@@ -7,9 +7,25 @@ import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
-from analysis_core.stats.variability import ap_frame, balanced_subsample, metric_frame
+from analysis_core.stats.variability import ap_frame, balanced_subsample
 from dashboard import cache, components
 from dashboard.views.common import alpha, current
+
+
+@st.fragment
+def pairwise(res, n_groups: int) -> None:
+    """The post-hoc procedure's table and figure: choosing it reruns this section only."""
+    post = st.radio("Procedure", ["tukey", "games-howell"], horizontal=True,
+                    format_func={"tukey": "Tukey HSD", "games-howell": "Games-Howell (unequal variances)"}.get)
+    if post in res.posthoc:
+        ph = res.posthoc[post]
+        name = "tukey_hsd" if post == "tukey" else "games_howell"
+        components.figure(tukey_figure(ph), name, ph.table)
+        components.table(ph.table, "pairwise")
+    else:
+        st.info(f"No pairwise table: {n_groups} groups (at most {MAX_POSTHOC_GROUPS}, at least 2 with two "
+                "queries). Pick fewer classes or methods; the tests above and below use every query.")
+
 
 st.title("Variability across classes and methods")
 got = current()
@@ -29,25 +45,14 @@ if got is not None:
         ap = balanced_subsample(ap, subsample[0], seed=subsample[1])
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
-    metrics = metric_frame(ev, methods or ev.methods)
-    metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
     selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample)
-    res = cache.statistics(key, selection, ap.reset_index(drop=True), metrics)
+    res = cache.statistics(key, ev, selection, ap.reset_index(drop=True))
     components.warnings(list(res.warnings))
 
     st.subheader("One-way tests")
     components.table(res.one_way.tests, "anova")
     st.subheader("Pairwise comparisons")
-    post = st.radio("Procedure", ["tukey", "games-howell"], horizontal=True,
-                    format_func={"tukey": "Tukey HSD", "games-howell": "Games-Howell (unequal variances)"}.get)
-    if post in res.posthoc:
-        ph = res.posthoc[post]
-        name = "tukey_hsd" if post == "tukey" else "games_howell"
-        components.figure(tukey_figure(ph), name, ph.table)
-        components.table(ph.table, "pairwise")
-    else:
-        st.info(f"No pairwise table: {n_groups} groups (at most {MAX_POSTHOC_GROUPS}, at least 2 with two "
-                "queries). Pick fewer classes or methods; the tests above and below use every query.")
+    pairwise(res, n_groups)
     if res.two_way is not None:
         st.subheader("Two-way ANOVA: method × class")
         components.table(res.two_way, "two_way_anova")

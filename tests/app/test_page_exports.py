@@ -61,6 +61,8 @@ def offered():
                     shown.append((page, pa.ipc.open_stream(sty.display_values).read_all().to_pandas()))
     finally:
         mp.undo()
+    # table downloads are built on click: build them here
+    files.update({n: fn() for n, fn in deferred.items() if n.endswith((".tex", ".csv"))})
     return files, deferred, shown
 
 

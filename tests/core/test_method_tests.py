@@ -98,3 +98,14 @@ def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired
     assert res.mixed.table["term"].tolist() == ["Intercept"] + [f"method[e{i}]" for i in range(1, 7)]
     assert res.mixed.table["p_value"].notna().all()
     assert res.mixed.n_obs == 7 * n_queries
+
+
+def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
+    from statsmodels.stats.multitest import multipletests
+
+    from analysis_core.stats.method_tests import holm_adjust
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 7, 45, 200):
+        for p in (rng.uniform(0, 1, n), rng.uniform(0, 0.01, n), np.round(rng.uniform(0, 1, n), 1)):
+            assert holm_adjust(p).tobytes() == multipletests(p, method="holm")[1].tobytes()

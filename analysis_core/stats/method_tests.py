@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -162,16 +163,38 @@ def sign_flip_p_values(d: np.ndarray, n_permutations: int = 10_000, seed: int = 
     if n <= EXACT_PERMUTATION_MAX_N:
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return np.mean(np.abs(signs @ d) >= obs - tol, axis=0), True
-    rng = np.random.default_rng(seed)
     hits = np.zeros(d.shape[1], np.int64)
+    for bits in _random_signs(n, n_permutations, seed):
+        signs = bits.astype(np.float64) * 2.0 - 1.0
+        hits += np.sum(np.abs(signs @ d) >= obs - tol, axis=0)
+    return (hits + 1) / (n_permutations + 1), False
+
+
+_SIGN_CACHE: dict[tuple[int, int, int], list[np.ndarray]] = {}
+_SIGN_CACHE_BYTES = 64 << 20  # a report tests the same queries (same n) dozens of times
+_SIGN_LOCK = threading.Lock()
+
+
+def _random_signs(n: int, n_permutations: int, seed: int) -> list[np.ndarray]:
+    """The random sign bits (0/1, int8) of :func:`sign_flip_p_values`, in chunks of about 4
+    million: the same draws from ``default_rng(seed)`` on every call, kept for the last few
+    (n, B, seed) that fit in :data:`_SIGN_CACHE_BYTES` so that repeated tests skip the draw."""
+    key = (n, n_permutations, seed)
+    if key in _SIGN_CACHE:
+        return _SIGN_CACHE[key]
+    rng = np.random.default_rng(seed)
     chunk = max(1, 4_000_000 // n)
-    done = 0
+    out, done = [], 0
     while done < n_permutations:
         m = min(chunk, n_permutations - done)
-        signs = rng.integers(0, 2, (m, n), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
-        hits += np.sum(np.abs(signs @ d) >= obs - tol, axis=0)
+        out.append(rng.integers(0, 2, (m, n), dtype=np.int8))
         done += m
-    return (hits + 1) / (n_permutations + 1), False
+    if n * n_permutations <= _SIGN_CACHE_BYTES // 2:
+        with _SIGN_LOCK:
+            while _SIGN_CACHE and sum(k[0] * k[1] for k in _SIGN_CACHE) + n * n_permutations > _SIGN_CACHE_BYTES:
+                del _SIGN_CACHE[next(iter(_SIGN_CACHE))]  # the oldest first
+            _SIGN_CACHE[key] = out
+    return out
 
 
 def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:

@@ -46,7 +46,7 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
 
     warn = [] if warn is None else warn
     terms = ["method", "class", "method:class", "Residual"]
-    d = clean_values(df, value).assign(cls=df["label"].astype(str), meth=df["method"].astype(str))
+    d = clean_values(df, value).assign(cls=_levels(df["label"]), meth=_levels(df["method"]))
     n_m, n_c = d["meth"].nunique(), d["cls"].nunique()
     why = ""
     if n_m < 2 or n_c < 2:
@@ -54,12 +54,12 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
     elif np.ptp(d[value].to_numpy()) == 0.0:
         why = "undefined: every value is the same; there is no variation to test."
     else:
-        cells = d.groupby(["meth", "cls"]).ngroups
+        cells = d.groupby(["meth", "cls"], observed=True).ngroups
         resid_df = len(d) - cells
         if resid_df <= 0:
             why = ("undefined: residual df 0 (one query per method x class cell): use at least two queries per "
                    "class.")
-        elif float(d.groupby(["meth", "cls"])[value].agg(lambda v: np.ptp(v.to_numpy())).max()) == 0.0:
+        elif float(d.groupby(["meth", "cls"], observed=True)[value].agg(lambda v: np.ptp(v.to_numpy())).max()) == 0.0:
             why = "undefined: every method x class cell is constant (zero residual variance), so F divides by zero."
     if why:
         warn.append(f"two-way ANOVA {why}")
@@ -77,6 +77,13 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
         out.loc[bad, "note"] = "undefined: the term has no degrees of freedom left in this design."
         warn.append(f"two-way ANOVA: term(s) {', '.join(out.loc[bad, 'term'])} undefined in this design.")
     return out[["term", "sum_sq", "df", "F", "p_value", "note"]]
+
+
+def _levels(col: pd.Series) -> pd.Categorical:
+    """``col`` as text categories in sorted order: the levels (and so the design matrix) patsy
+    builds from the text column, without patsy inspecting every value (seconds on 20 000 rows)."""
+    text = col.astype(str).to_numpy(object)
+    return pd.Categorical(text, categories=sorted(set(text)))
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,9 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
         Evaluate only the items of this split (queries and gallery inside it).
     **options
         Passed to :func:`analysis_core.evaluation.evaluate`: ``similarity``, ``ks``,
-        ``n_recall``, ``group_size``, ``max_classes``, ``query_sample``, ``seed``, ``alpha``, ...
+        ``n_recall``, ``group_size``, ``max_classes``, ``query_sample``, ``seed``, ``alpha``,
+        ``precision`` (``"float32"``, the default, or ``"float64"``: similarities in double
+        precision, for float64 embeddings whose near-equal scores float32 would tie), ...
 
     Returns
     -------

@@ -1,4 +1,4 @@
-"""Command line: ``python -m analysis_core check|evaluate`` (SPEC section 5).
+"""Command line: ``python -m analysis_core check|evaluate`` (the README's "Command line").
 
 Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 3 the Dask
 cluster could not finish (nothing written), 1 an internal error (short message; set
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .engine.layout import PRECISIONS
 from .errors import ComputeError, InputError
 from .export.tables import json_text, write_per_query
 from .io import SIMILARITIES, Dataset, load_files, validate
@@ -139,7 +140,7 @@ def _evaluate(args: argparse.Namespace, ds: Dataset, **kw):
 
     with _compute(args) as compute:
         ev = evaluate(ds, similarity=args.similarity, ks=args.k, n_recall=args.n_recall, split=args.split,
-                      seed=args.seed, query_sample=args.query_sample, compute=compute,
+                      seed=args.seed, query_sample=args.query_sample, compute=compute, precision=args.precision,
                       progress=None if args.quiet else _progress_printer(), **kw)
     for note in ev.compute_notes:
         sys.stderr.write(f"note: {note}\n")
@@ -201,6 +202,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_precision_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="dtype of the similarities: float32 (default) or float64, for float64 embeddings whose "
+                        "near-equal scores float32 would merge into ties (float32 input is upcast; slower)")
+
+
 def _add_scale_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-sample", type=_number(int, lambda v: v >= 2, "an integer >= 2"), default=None,
                    metavar="N", help="evaluate N queries (stratified by class, seeded by --seed) against the whole "
@@ -232,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-classes", type=_positive, default=None,
                    help="evaluate C classes sampled at random (seeded) instead of all")
     e.add_argument("--seed", type=int, default=0, help="seed for class groups, class and query sampling")
+    _add_precision_arg(e)
     _add_scale_args(e)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
@@ -258,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--split", help="evaluate within this split only")
     r.add_argument("--by-split", action="store_true",
                    help="also compute every analysis for every split as its own retrieval problem")
+    _add_precision_arg(r)
     _add_scale_args(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_report)

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine.core import PassResult, Progress, gallery_positives, run_pass
+from .engine.core import PRECISIONS, PassResult, Progress, gallery_positives, run_pass
 from .errors import InputError
 from .io import Dataset, validate
+from .metrics.registry import put_key, query_columns
 from .stats.histograms import jensen_shannon
 from .stats.sampling import (
     BOOTSTRAP_REPS,
@@ -51,6 +52,7 @@ class Evaluation:
     query_sample: QuerySample | None = None  # with query sampling: the design (positions in rows)
     alpha: float = 0.05
     compute_notes: tuple[str, ...] = ()
+    precision: str = "float32"  # the dtype similarities were computed in
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -146,20 +148,18 @@ class Evaluation:
             stratum[qs.frame] = qs.stratum_of
             st = stratum[r.query_items[keep]]
 
+            hits = {m.column for m in query_columns(self.ks) if m.kind == "hit"} | {"mixed_ties"}
+
             def mean(c: str, key: str) -> float:
-                hit_rate = c == "precision_at_1" or c.startswith("recall_at_") or c == "mixed_ties"
-                iv = mean_interval(col[c], st, qs, self.alpha, hit_rate)
+                iv = mean_interval(col[c], st, qs, self.alpha, c in hits)
                 intervals[key] = iv
                 return iv["estimate"]
-        out = {
-            "map": {"expected": mean("ap", "map"), "lower": mean("ap_lower", "map_lower"),
-                    "upper": mean("ap_upper", "map_upper")},
-            "map_at_r": mean("map_at_r", "map_at_r"),
-            "r_precision": mean("r_precision", "r_precision"),
-            "precision_at_1": mean("precision_at_1", "precision_at_1"),
-            "mrr": mean("rr", "mrr"),
-            "recall_at_k": {str(k): mean(f"recall_at_{k}", f"recall_at_{k}") for k in self.ks},
-            "precision_at_k": {str(k): mean(f"precision_at_{k}", f"precision_at_{k}") for k in self.ks},
+        out: dict = {}
+        for metric in query_columns(self.ks):
+            value = mean(metric.column, metric.name)
+            for key in metric.keys:
+                put_key(out, key, value)
+        out |= {
             "jsd": jensen_shannon(r.hist_pos, r.hist_neg),
             "mean_pos_similarity": r.mean_pos_similarity,
             "mean_neg_similarity": r.mean_neg_similarity,
@@ -214,7 +214,7 @@ class Evaluation:
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict:
-        """The ``summary.json`` document (SPEC section 5); keys are only ever added."""
+        """The ``summary.json`` document (layout in the README's "Command line"); keys are only ever added."""
         ds = self.dataset
         labels = ds.labels[self.rows]
         dims = {m: int(ds.embeddings[m].shape[1]) for m in self.results}
@@ -226,6 +226,7 @@ class Evaluation:
                 "n_lone_queries": self.n_lone_queries(),
                 "dim": dims[self.methods[0]] if len(set(dims.values())) == 1 else dims,
                 "similarity": self.similarity,
+                "precision": self.precision,
                 "source": ds.source,
                 **({"split": self.split} if self.split is not None else {}),
                 **({"sampled_from_classes": self.sampled_from_classes} if self.sampled_from_classes else {}),
@@ -264,7 +265,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
              block_size: int = 512, n_threads: int | None = None, split: str | None = None,
              methods: list[str] | None = None, group_size: int | None = None, group_repeats: int = 1,
              max_classes: int | None = None, seed: int = 0, alpha: float = 0.05,
-             query_sample: int | None = None, compute=None, progress: Progress | None = None) -> Evaluation:
+             query_sample: int | None = None, compute=None, progress: Progress | None = None,
+             precision: str = "float32") -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 
     Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
@@ -275,8 +277,13 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     gallery; every per-query mean then comes with a ``1 - alpha`` interval
     (:mod:`analysis_core.stats.sampling`). ``compute``: where the passes run (``None``: this
     process; a :class:`~analysis_core.engine.distributed.DaskCompute`: a Dask cluster; same results).
+    ``precision``: ``"float32"`` (default) or ``"float64"``, the dtype similarities are computed and
+    compared in; float64 keeps near-equal scores of float64 embeddings from being tied by float32
+    rounding (float32 embeddings are upcast exactly; see :func:`analysis_core.engine.core.run_pass`).
     """
     validate(ds, similarity)
+    if precision not in PRECISIONS:
+        raise InputError("settings", f"unknown precision '{precision}'.", f"use one of {', '.join(PRECISIONS)}.")
     if n_recall < 2:
         raise InputError("settings", f"n_recall = {n_recall} gives no recall grid.", "use at least 2 points.")
     ks = tuple(sorted({1, *(int(k) for k in ks)}))
@@ -331,7 +338,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
                               n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress,
-                              compute=compute, per_query_pairs=qs is not None)
+                              compute=compute, per_query_pairs=qs is not None, precision=precision)
     grouped = None
     if group_size is not None:
         from .stats.class_count import grouped_recall
@@ -341,7 +348,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
-                      compute_notes=tuple(getattr(compute, "notes", ())))
+                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision)
 
 
 def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None, n: int,

@@ -1,8 +1,11 @@
-"""Everything for a paper in one folder: the ``report`` command's work (SPEC section 5).
+"""Everything for a paper in one folder: the ``report`` command's work (the README's "Variability
+statistics and the `report` command").
 
 ``DIR/summary.json``, ``DIR/per_query.csv``, ``DIR/tables/<name>.csv`` + ``.tex`` twins, and
 ``DIR/figures/<name>.<fmt>``. Statistics compare classes (one method) or method x class groups
-(several methods), as in Brughi et al.
+(several methods), as in
+F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact of
+inter-query variability on the performance of retrieval systems".
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .figures.class_count import (
     histogram_figure,
     sweep_figure,
 )
+from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.analysis import analyse
 from .stats.bands import pr_bands
@@ -92,7 +96,8 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
                 rep.captions.setdefault(name, sub.captions.get(name, ""))
             for name, fig in sub.figures.items():
                 if not name.startswith(_SPLIT_AWARE):
-                    rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=f"{fig.layout.title.text} [{sp}]")
+                    title = f"{fig.layout.title.text} [{plot_text(sp)}]"
+                    rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=title)
             rep.warnings += [f"[split '{sp}'] {w}" for w in sub.warnings]
     elif by_split:
         rep.warnings.append("--by-split asked for, but the data has no usable split: one report over all items.")
@@ -106,7 +111,8 @@ def _histograms(rep: Report, ev: Evaluation, split_evals: dict) -> None:
     for m in ev.methods:
         part = hist[(hist["method"] == m) & (hist["split"] == "all")]
         jsd = ev.method_summary(m)["jsd"]
-        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=f"{m}: pair similarities (JSD = {jsd:.3f})")
+        title = f"{plot_text(m)}: pair similarities (JSD = {jsd:.3f})"
+        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=title)
 
 
 def _label_split(rep: Report, label: str) -> None:
@@ -132,7 +138,7 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     for sp in splits:
         try:
             out[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
-                               group_size=size, seed=seed, alpha=alpha)
+                               group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
         except InputError as exc:
             rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
     return out
@@ -284,7 +290,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         rep.tables["class_sweep"] = sweep[["method"] + [c for c in sweep.columns if c != "method"]]
         rep.captions["class_sweep"] = f"Metrics on C classes sampled at random ({sweep_repeats} repeats, seed {seed})."
         for m, sw in zip(ev.methods, sweeps, strict=True):
-            rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=f"Metrics against the number of classes ({m})")
+            title = f"Metrics against the number of classes ({plot_text(m)})"
+            rep.figures[f"class_sweep_{m}"] = sweep_figure(sw, title=title)
     else:
         rep.warnings.append(f"class-count sweep skipped: {n_classes} classes; it needs at least {MIN_SWEEP_CLASSES} "
                             "to show how the metrics move with the number of classes.")
@@ -297,7 +304,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         rep.captions["generalization"] = f"Metrics per split and the gap {ref} minus each other split."
         for m, g in zip(ev.methods, gens, strict=True):
             rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
-                                                                       title=f"Metrics per split ({m})")
+                                                                       title=f"Metrics per split ({plot_text(m)})")
 
     if ds.has_confidence:
         shared = [m for m in ds.shared_confidence_methods() if m in ev.methods]

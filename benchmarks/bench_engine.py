@@ -8,6 +8,9 @@ start, imports, loading and normalisation, and peak memory is that process's max
   the floor of any exact evaluation;
 * ``evaluate``: ``python -m analysis_core evaluate`` (all metrics, tie-aware with bounds, PR
   curves, pair histograms, CSV + Parquet files);
+* ``float64``: the same with ``--precision float64`` (similarities in double precision: the cost
+  of keeping near-equal scores of float64 embeddings apart; the float32 data upcast, which costs the
+  same as float64 data), unless ``--no-float64``;
 * ``faiss kNN``: exact IndexFlatIP search with k = largest class (top-k only, no metrics);
 * ``PML``: pytorch-metric-learning's AccuracyCalculator (MAP@R, R-precision, P@1), if installed.
 
@@ -17,7 +20,7 @@ with it. Two protocols: leave-one-out, and a query/gallery split (a third of the
 queries, the rest the gallery). Ratios are against the blocked product of the same data and
 protocol in the same run (the machine is shared and noisy: only compare within one run).
 
-Usage: ``python benchmarks/bench_engine.py [--spreads 1,2,3] [--repeat 2] [--no-large]``.
+Usage: ``python benchmarks/bench_engine.py [--spreads 1,2,3] [--repeat 2] [--no-large] [--no-float64]``.
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ def main() -> None:
     ap.add_argument("--large", default="60000x512x3000", help="N x d x classes of the large case (spread 1.5)")
     ap.add_argument("--no-large", action="store_true")
     ap.add_argument("--repeat", type=int, default=2, help="runs per contender; the fastest is reported")
+    ap.add_argument("--no-float64", action="store_true", help="skip evaluate --precision float64")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     have_faiss = importlib.util.find_spec("faiss") is not None
@@ -125,8 +129,9 @@ def main() -> None:
         tmp = Path(tmp)
         warm = tmp / "warm.npz"  # numba's on-disk cache: compilation is a one-time cost per install
         make_data(warm, 2000, 8, 50, 1.0, False)
-        subprocess.run([py, "-m", "analysis_core", "evaluate", str(warm), "--quiet"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        for precision in ("float32", "float64"):
+            subprocess.run([py, "-m", "analysis_core", "evaluate", str(warm), "--quiet", "--precision", precision],
+                           env=env, check=True, stdout=subprocess.DEVNULL)
         for size, spread in cases:
             n, dim, c = (int(v) for v in size.split("x"))
             for split in (False, True):
@@ -140,14 +145,17 @@ def main() -> None:
                                          str(out)], env, args.repeat)
                 summary = json.loads((out / "summary.json").read_text())
                 r["map"] = next(iter(summary["methods"].values()))["map"]["expected"]
+                r["float64"] = None if args.no_float64 else best_of(
+                    [py, "-m", "analysis_core", "evaluate", str(data), "--quiet", "--precision", "float64", "--out",
+                     str(out)], env, args.repeat)
                 r["faiss"] = best_of([py, "-c", FAISS, str(data)], env, args.repeat) if have_faiss else None
                 r["pml"] = best_of([py, "-c", PML, str(data)], env, args.repeat) if have_pml else None
                 rows.append(r)
                 print(_row(r), flush=True)
     print()
-    print("| data | spread | protocol | mAP | blocked product s | evaluate s | × product | faiss kNN s | × product "
-          "| PML s | evaluate / PML | peak MB evaluate / PML |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| data | spread | protocol | mAP | blocked product s | evaluate s | × product | float64 s | × float32 "
+          "| faiss kNN s | × product | PML s | evaluate / PML | peak MB evaluate / PML |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(_row(r))
 
@@ -161,11 +169,13 @@ def _row(r: dict) -> str:
     def ratio(x):
         return f"{x[0] / base:.2f}" if x else "–"
 
-    ev, pml = r["evaluate"], r["pml"]
+    ev, pml, f64 = r["evaluate"], r["pml"], r["float64"]
+    vs_f32 = f"{f64[0] / ev[0]:.2f}" if ev and f64 else "–"
     vs_pml = f"{ev[0] / pml[0]:.2f}" if ev and pml else "–"
     mem = f"{ev[1]:.0f} / {pml[1]:.0f}" if ev and pml else (f"{ev[1]:.0f} / –" if ev else "–")
     return (f"| {r['case']} | {r['spread']:.1f} | {r['protocol']} | {r['map']:.2f} | {t(r['product'])} | "
-            f"**{t(ev)}** | **{ratio(ev)}** | {t(r['faiss'])} | {ratio(r['faiss'])} | {t(pml)} | {vs_pml} | {mem} |")
+            f"**{t(ev)}** | **{ratio(ev)}** | {t(f64)} | {vs_f32} | {t(r['faiss'])} | {ratio(r['faiss'])} | {t(pml)} | "
+            f"{vs_pml} | {mem} |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Entry point: page config, navigation, and the shared sidebar (dataset, similarity, cutoffs,
+"""Entry point: page config, navigation, and the shared sidebar (dataset, similarity, precision, cutoffs,
 significance level, export settings). An unexpected exception anywhere becomes a short message
 with an error id; its traceback goes to the server log, never to the browser."""
 
@@ -35,6 +35,10 @@ def sidebar() -> None:
             def read() -> list[tuple[str, bytes]]:
                 return files
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
+        st.radio("Precision", ["float32", "float64"], key=state.PRECISION, horizontal=True,
+                 help="The dtype similarities are computed in. float64 keeps near-equal scores of float64 "
+                      "embeddings apart that float32 rounding would merge into ties (float32 uploads are "
+                      "upcast); it costs more time.")
         st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
         st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
         with st.expander("Export settings (figures for papers)"):

@@ -2,8 +2,8 @@
 
 * **Keys.** A dataset is keyed by a digest of its files' names and bytes (an upload's bytes are
   hashed once, when the uploader gives it a new file id). An evaluation is keyed by a
-  :class:`Token`: the dataset digest and every sidebar setting (similarity, cutoffs, recall points,
-  query sample, seed, significance level). Every result derived from an evaluation (PR bands, the
+  :class:`Token`: the dataset digest and every sidebar setting (similarity, precision, cutoffs,
+  recall points, query sample, seed, significance level). Every result derived from an evaluation (PR bands, the
   class-count sweep, split and class-subset evaluations) is keyed by the token plus its own
   parameters, so no derived result can outlive a change of data or settings.
 * **Validated before cached.** A dataset enters the store only after the loader's checks and
@@ -219,6 +219,7 @@ class Token:
     seed: int
     alpha: float
     split: str | None = None  # one split as its own retrieval problem, or every item
+    precision: str = "float32"  # the dtype similarities are computed in
 
     @property
     def key(self) -> str:
@@ -310,7 +311,7 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
                         query_sample=token.query_sample, seed=token.seed, alpha=token.alpha, compute=compute,
-                        split=token.split, progress=progress)
+                        split=token.split, progress=progress, precision=token.precision)
 
     return STORE.result(key, run, group=token.data, label="Evaluating")
 
@@ -318,14 +319,15 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
 def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, seed: int) -> Evaluation:
     return STORE.result(token.derived("split", split, group_size, seed), lambda p: evaluate(
         ds, similarity=token.similarity, ks=token.ks, split=split, group_size=group_size, seed=seed,
-        alpha=token.alpha), group=token.data, label=f"Evaluating split {split}")
+        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
                       seed: int) -> Evaluation:
     return STORE.result(token.derived("subset", method, n_classes, group_size, seed), lambda p: evaluate(
         ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
-        seed=seed, alpha=token.alpha), group=token.data, label="Evaluating the sampled classes")
+        seed=seed, alpha=token.alpha, precision=token.precision), group=token.data,
+        label="Evaluating the sampled classes")
 
 
 def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int) -> pd.DataFrame:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import io
 import logging
 import re
@@ -19,6 +18,7 @@ from analysis_core.evaluation import Evaluation
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
 from analysis_core.export.number_format import display_formats, floor_p_columns
 from analysis_core.export.tables import to_latex
+from analysis_core.figures.style import plot_text as _plot_text
 from analysis_core.report import build_report, write_report
 from dashboard import state
 
@@ -48,13 +48,15 @@ def _no_chromium() -> bool:
     return True
 
 
-def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None) -> None:
+def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None, split_in_title: bool = False) -> None:
     """Show ``fig`` and offer it as PDF / SVG / PNG (rendered on click, at the sidebar's paper
     size) and the data behind it as CSV. With a split chosen in the sidebar, its name is in the
-    title and in every exported file name."""
+    title (``split_in_title``: the figure's own title names it already) and in every exported
+    file name."""
     split = st.session_state.get(state.SPLIT) or ""
     if split:
-        fig = go.Figure(fig).update_layout(title_text=f"{fig.layout.title.text or ''} [split: {plot_text(split)}]")
+        if not split_in_title:
+            fig = go.Figure(fig).update_layout(title_text=f"{fig.layout.title.text or ''} [split: {plot_text(split)}]")
         name = f"{name}__{split}"
     st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
     missing = _no_chromium()
@@ -136,7 +138,7 @@ def literal(text: object) -> str:
 def plot_text(text: object) -> str:
     """``text`` for a plotly title: plotly reads a subset of HTML (links, <b>, <br>) in titles,
     and decodes entities, so escaping shows user text as written."""
-    return html.escape(str(text), quote=False)
+    return _plot_text(text)
 
 
 def error(head: str, detail: object) -> None:

@@ -3,6 +3,7 @@
 SOURCE = "data_source"          # "digits" | "many_classes" | "upload"
 UPLOADS = "uploaded_files"      # the file_uploader widget's key
 SIMILARITY = "similarity"
+PRECISION = "precision"         # "float32" | "float64": the dtype similarities are computed in
 KS = "ks"
 ALPHA = "alpha"
 EXPORT_PRESET = "export_preset"  # "single" | "double" | "custom"

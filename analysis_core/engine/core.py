@@ -1,6 +1,6 @@
 """The streamed all-pairs pass: every pair's similarity computed once, never an N x N matrix.
 
-How determinism is obtained (SPEC section 2). A BLAS matrix product does not give the same bits
+How determinism is obtained. A BLAS matrix product does not give the same bits
 for a pair when the pair sits at another position of the call or when the thread count changes
 (measured on OpenBLAS: ``X @ X.T`` is not even symmetric). So:
 
@@ -29,15 +29,15 @@ import os
 
 import numpy as np
 
-from .layout import gallery_positives
+from .layout import PRECISIONS, gallery_positives
 from .phases import run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
 from .results import PassResult, assemble
-from .setup import BASE_COLUMNS, KERNELS, prepare
+from .setup import KERNELS, prepare
 from .tiles import TILE
 
-__all__ = ["BASE_COLUMNS", "KERNELS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
+__all__ = ["KERNELS", "PRECISIONS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
 
 
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
@@ -45,7 +45,7 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
              memory_mb: int = 1024, progress: Progress | None = None, compute=None,
-             per_query_pairs: bool = False, kernel: str = "auto") -> PassResult:
+             per_query_pairs: bool = False, kernel: str = "auto", precision: str = "float32") -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -66,10 +66,14 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         to add in any order). Used for intervals of pair statistics under query sampling.
     kernel : how phase 2 ranks negatives, one of ``KERNELS`` (results are identical; a choice for
         tests and measurements): ``"auto"`` counting or search per query row by cost.
+    precision : ``"float32"`` (default) or ``"float64"``: the dtype every similarity is computed,
+        compared and tied in. float64 keeps near-equal scores of float64 embeddings apart that
+        float32 rounding would merge into ties (float32 input is upcast exactly); it costs about
+        the price of a double-precision matrix product. Determinism holds in both.
     """
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
-                    kernel=kernel)
+                    kernel=kernel, precision=precision)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
     n_threads = n_threads or os.cpu_count() or 1

@@ -43,16 +43,19 @@ INSTALL_HINT = "install the 'scale' extra: pip install -e '.[scale]' (dask[distr
 
 
 def fingerprint() -> dict:
-    """What decides the bits of a tile on this process: NumPy, the BLAS library, and a canary
-    tile computed by the engine's own tile code."""
+    """What decides the bits of a tile on this process: NumPy, the BLAS library, and canary
+    tiles computed by the engine's own tile code in each precision (sgemm and dgemm)."""
     rng = np.random.default_rng(20261122)
     A = rng.standard_normal((2 * TILE - 3, 97)).astype(np.float32)
+    h = hashlib.blake2b(digest_size=12)
     with threadpool_limits(limits=1, user_api="blas"):
-        tiles = Tiles(A, "dot")
-        G = np.concatenate([tiles(0, 0).ravel(), tiles(0, 1).ravel(), tiles(1, 1).ravel()])
+        for dtype in (np.float32, np.float64):
+            tiles = Tiles(A.astype(dtype), "dot")
+            for ij in ((0, 0), (0, 1), (1, 1)):
+                h.update(tiles(*ij).tobytes())
     blas = sorted(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
                   for i in threadpool_info() if i.get("user_api") == "blas")
-    return {"numpy": np.__version__, "blas": blas, "canary": hashlib.blake2b(G.tobytes(), digest_size=12).hexdigest()}
+    return {"numpy": np.__version__, "blas": blas, "canary": h.hexdigest()}
 
 
 def _explain(exc: BaseException) -> str:

@@ -10,7 +10,8 @@ Layout shared by all kernels (built by :func:`analysis_core.engine.setup.prepare
   multiplicities ``ur``; ``gt``/``eq`` count the negatives above / equal to each of them.
 
 Every count is an integer and every float sum is per tile (fixed order), so results do not depend
-on how tiles are spread over threads.
+on how tiles are spread over threads. Scores are float32 or float64 (the ``precision`` option): the
+kernels take the tile's dtype, and numba compiles (and caches) one version per dtype.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff, fi
 def distinct_thresholds(thr, toff):
     """Sort each query's positive scores and merge equal ones: (uvals, ur, uoff)."""
     nq = toff.shape[0] - 1
-    uvals = np.empty(thr.shape[0], np.float32)
+    uvals = np.empty_like(thr)  # the scores' dtype (float32, or float64 with that precision)
     ur = np.empty(thr.shape[0], np.int64)
     uoff = np.empty(nq + 1, np.int64)
     w = 0

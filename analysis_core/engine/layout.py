@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the dtypes similarities can be computed in (``precision``); float32 is the default
+PRECISIONS = ("float32", "float64")
 
-def prepare_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
+
+def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") -> np.ndarray:
+    """The vectors the tiles multiply, in ``precision``: normalised in float64 (cosine), then
+    rounded to float32, or kept in float64. float32 input with ``precision="float64"`` is upcast
+    (exactly): its products are then computed without float32 rounding, but its values keep the
+    float32 resolution they were given in."""
     X64 = np.asarray(X, dtype=np.float64)
     if similarity == "cosine":
         norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
         X64 = X64 / norms[:, None]
+    dtype = np.dtype(precision)
     # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
-    return np.ascontiguousarray(X64.astype(np.float32) + np.float32(0.0))
+    return np.ascontiguousarray(X64.astype(dtype) + dtype.type(0.0))
 
 
 def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):

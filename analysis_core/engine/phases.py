@@ -57,11 +57,11 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
     slot[setup.query_positions[chunk_q]] = np.arange(chunk_q.size)
     toff = np.zeros(chunk_q.size + 1, np.int64)
     np.cumsum(setup.n_positives[chunk_q], out=toff[1:])
-    thr = np.empty(int(toff[-1]), np.float32)
+    thr = np.empty(int(toff[-1]), setup.dtype)
     fill = np.zeros(chunk_q.size, np.int64)
     fill_lock = threading.Lock()
-    keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * 4)
-    bufs = [np.empty(TILE * TILE, np.float32) for _ in range(workers.n)]
+    keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * setup.dtype.itemsize)
+    bufs = [np.empty(TILE * TILE, setup.dtype) for _ in range(workers.n)]
 
     def collect(w: int, ij: tuple[int, int]) -> None:
         i, j = ij
@@ -87,8 +87,8 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     lo, inv_width = setup.score_lo, setup.n_bins / (setup.score_hi - setup.score_lo)
     first = setup.vector_offsets[:-1]
     slot = np.full(setup.n, -1, np.int64)
-    qmin = np.full(setup.n, np.inf, np.float32)  # +inf: not a query of these blocks, never ranked
-    uvals = np.concatenate([t.uvals for t in ths]) if ths else np.zeros(0, np.float32)
+    qmin = np.full(setup.n, np.inf, setup.dtype)  # +inf: not a query of these blocks, never ranked
+    uvals = np.concatenate([t.uvals for t in ths]) if ths else np.zeros(0, setup.dtype)
     uoff = [np.zeros(1, np.int64)]
     nq = noff = 0
     for t in ths:
@@ -104,9 +104,9 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
             np.zeros((2, 4, setup.n_bins), np.int64)) for _ in range(n_threads)]
     cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
-    tile_buf = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
-    tile_buf_t = [np.empty(TILE * TILE, np.float32) for _ in range(n_threads)]
-    row_buf = [np.empty(TILE, np.float32) for _ in range(n_threads)]
+    tile_buf = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
+    tile_buf_t = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
+    row_buf = [np.empty(TILE, setup.dtype) for _ in range(n_threads)]
     nqh = nq if setup.per_query_pairs else 0
     qacc = [(np.zeros((nqh, 2, setup.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
     tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
@@ -162,7 +162,8 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
     """Per-query metrics of a block from its positive scores and its summed counts."""
     v = np.empty((th.chunk_q.size, len(setup.columns)), np.float64)
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
-    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.ks, setup.n_recall, setup.interpolated, v, c)
+    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
+                  setup.n_recall, setup.interpolated, v, c)
     return v, c
 
 

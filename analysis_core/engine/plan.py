@@ -50,13 +50,20 @@ def memory_chunks(setup: Setup, memory_mb: int, n_threads: int) -> list[tuple[in
 def pair_tiles(setup: Setup, a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
     """Tiles (i, j), i <= j, with i in block a and j in block b (a before or equal to b) that
     hold a query."""
-    hq = setup.tile_has_query
     out = []
     for i in range(*a):
         for j in range(max(i, b[0]), b[1]):
-            if hq[i] or hq[j]:
+            if holds_pairs(setup, i, j):
                 out.append((i, j))
     return out
+
+
+def holds_pairs(setup: Setup, i, j):
+    """Whether tile (i, j) can hold a (query, gallery) pair: a query in one of its tiles and a
+    gallery item in the other (vectorised over arrays of i and j). Other tiles rank nothing and
+    bin nothing, so they are never computed (gallery x gallery, and query-only x query-only)."""
+    hq, hg = setup.tile_has_query, setup.tile_has_gallery
+    return (hq[i] & hg[j]) | (hg[i] & hq[j])
 
 
 def partition(setup: Setup, n_blocks: int, memory_mb: int) -> list[tuple[int, int]]:
@@ -85,17 +92,17 @@ def _query_tiles(setup: Setup, c0: int, c1: int) -> np.ndarray:
 def block_tiles(setup: Setup, c0: int, c1: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Tiles needed by the queries of row tiles [c0, c1): (positive tiles, pair tiles).
 
-    A tile is needed when its row or column tile holds a query of the block. Tiles holding no
-    query at all (gallery x gallery) are never computed: they rank nothing and hold no
-    query-gallery pair.
+    A tile is needed when its row or column tile holds a query of the block and the other one a
+    gallery item (:func:`holds_pairs`).
     """
     T = setup.n_tiles
     inc = _query_tiles(setup, c0, c1)
     cols = np.nonzero(inc)[0]
     pairs: list[tuple[int, int]] = []
     for i in range(T):
-        js = range(i, T) if inc[i] else cols[cols >= i].tolist()
-        pairs.extend((i, j) for j in js)
+        js = np.arange(i, T) if inc[i] else cols[cols >= i]
+        js = js[holds_pairs(setup, i, js)]
+        pairs.extend((i, int(j)) for j in js)
     return positive_tiles(setup, c0, c1), pairs
 
 
@@ -103,7 +110,10 @@ def positive_tiles(setup: Setup, c0: int, c1: int) -> list[tuple[int, int]]:
     """Tiles holding a same-class pair of a query of row tiles [c0, c1) (phase 1)."""
     inc = _query_tiles(setup, c0, c1)
     pp = setup.same_class_tiles
-    return [(int(i), int(j)) for i, j in pp[inc[pp[:, 0]] | inc[pp[:, 1]]]] if pp.size else []
+    if not pp.size:
+        return []
+    keep = (inc[pp[:, 0]] | inc[pp[:, 1]]) & holds_pairs(setup, pp[:, 0], pp[:, 1])
+    return [(int(i), int(j)) for i, j in pp[keep]]
 
 
 def bins_tile(setup: Setup, i: int, j: int, c0: int, c1: int) -> bool:

@@ -10,21 +10,55 @@ from ..metrics.tie_blocks import (
     ap_bounds,
     expected_ap,
     expected_hit_at,
+    expected_ndcg,
     expected_precision_at,
     expected_reciprocal_rank,
     pr_curve,
 )
 
+#: the tie-block kernels phase 3 evaluates, by the name the metric registry
+#: (:mod:`analysis_core.metrics.registry`) gives them; a new metric's kernel adds its name here and
+#: its line in :func:`evaluate_kernel`. Ids are literals in this file, so numba's on-disk cache of
+#: this module is invalidated whenever the dispatch changes.
+KERNEL_IDS = {"expected_ap": 0, "ap_lower": 1, "ap_upper": 2, "expected_precision_at": 3, "expected_hit_at": 4,
+              "expected_reciprocal_rank": 5, "expected_ndcg": 6}
+#: cutoff codes: the whole ranking, the query's R; any other value is the rank k itself
+CUT_ALL = -1
+CUT_R = -2
+#: columns phase 3 writes besides the registry's metrics: R first, the tie counts last
+LEADING = ("n_positives",)
+TRAILING = ("n_mixed_tie_blocks", "n_tied_negatives")
+
 
 @njit(cache=True, nogil=True)
-def query_metrics(uoff, uvals, ur, gt, eq, ks, n_points, interpolated, out, curves):
+def evaluate_kernel(kernel, T, t, r, cutoff, ap_lo, ap_hi):
+    """The value of kernel ``kernel`` (an id of :data:`KERNEL_IDS`) on one query's tie blocks."""
+    if kernel == 0:
+        return expected_ap(T, t, r, cutoff)
+    if kernel == 1:
+        return ap_lo
+    if kernel == 2:
+        return ap_hi
+    if kernel == 3:
+        return expected_precision_at(T, t, r, cutoff)
+    if kernel == 4:
+        return expected_hit_at(T, t, r, cutoff)
+    if kernel == 5:
+        return expected_reciprocal_rank(T, t, r)
+    if kernel == 6:
+        return expected_ndcg(T, t, r, cutoff)
+    return np.nan
+
+
+@njit(cache=True, nogil=True)
+def query_metrics(uoff, uvals, ur, gt, eq, kernels, cutoffs, n_points, interpolated, out, curves):
     """Phase 3: per query slot, rebuild its positive tie blocks and evaluate every metric.
 
-    ``out`` columns: R, E[AP], AP-, AP+, MAP@R, R-precision, RR, mixed tie blocks,
-    tied negatives, then P@k and Recall@k for each k in ``ks``.
+    ``out`` columns: R, then metric j = kernel ``kernels[j]`` at cutoff ``cutoffs[j]`` (the
+    registry's per-query columns), then mixed tie blocks and tied negatives.
     """
     nq = uoff.shape[0] - 1
-    nk = ks.shape[0]
+    nm = kernels.shape[0]
     for s in range(nq):
         o0 = uoff[s]
         nb = uoff[s + 1] - o0
@@ -55,15 +89,24 @@ def query_metrics(uoff, uvals, ur, gt, eq, ks, n_points, interpolated, out, curv
         R = pos_above
         lo, hi = ap_bounds(T, t, r)
         out[s, 0] = R
-        out[s, 1] = expected_ap(T, t, r, np.iinfo(np.int64).max)
-        out[s, 2] = lo
-        out[s, 3] = hi
-        out[s, 4] = expected_ap(T, t, r, R)
-        out[s, 5] = expected_precision_at(T, t, r, R)
-        out[s, 6] = expected_reciprocal_rank(T, t, r)
-        out[s, 7] = mixed
-        out[s, 8] = tied_neg
-        for j in range(nk):
-            out[s, 9 + j] = expected_precision_at(T, t, r, ks[j])
-            out[s, 9 + nk + j] = expected_hit_at(T, t, r, ks[j])
+        for j in range(nm):
+            cut = cutoffs[j]
+            if cut == CUT_ALL:
+                cut = np.iinfo(np.int64).max
+            elif cut == CUT_R:
+                cut = R
+            out[s, 1 + j] = evaluate_kernel(kernels[j], T, t, r, cut, lo, hi)
+        out[s, 1 + nm] = mixed
+        out[s, 2 + nm] = tied_neg
         curves[s, :] = pr_curve(T, t, r, n_points, interpolated)
+
+
+def metric_plan(ks) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(output columns, kernel ids, cutoff codes) of phase 3 for cutoffs ``ks``, from the registry."""
+    from ..metrics.registry import query_columns
+
+    metrics = query_columns(tuple(int(k) for k in ks))
+    code = {"all": CUT_ALL, "R": CUT_R}
+    kernels = np.array([KERNEL_IDS[m.kernel] for m in metrics], np.int64)
+    cutoffs = np.array([m.k if m.cutoff == "k" else code[m.cutoff] for m in metrics], np.int64)
+    return LEADING + tuple(m.column for m in metrics) + TRAILING, kernels, cutoffs

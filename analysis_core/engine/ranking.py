@@ -27,8 +27,9 @@ def _count_above(xm, t):
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _row_max(row):
-    m = np.float32(-np.inf)
-    for b in range(row.shape[0]):
+    """The largest score of a non-empty row, in the row's dtype."""
+    m = row[0]
+    for b in range(1, row.shape[0]):
         m = max(m, row[b])
     return m
 
@@ -41,7 +42,7 @@ def rank_tile(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, 
     reaches its query's lowest positive score."""
     na, nb = S.shape
     rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, always_count)
-    col_max = np.full(nb, -np.inf, np.float32)
+    col_max = np.full(nb, -np.inf, S.dtype)
     for a in range(na):
         row = S[a]
         for b in range(nb):
@@ -72,13 +73,13 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
 
     ``side``: 0 every column; 1 only columns b > a (a diagonal tile); -1 only b < a (the
     transpose of a diagonal tile). Tiles without shared vectors only (``ulab >= 0``).
-    ``xm``: a per-worker float32 buffer of at least ``S.shape[1]``."""
+    ``xm``: a per-worker buffer of S's dtype and at least ``S.shape[1]`` entries."""
     na, nb = S.shape
     xrow = xm[:nb]
     # masks as additions and stores, not selects: LLVM vectorises ``row + pen`` (0.13 ns an
     # element here) but not a per-element select (0.8 ns). pen: -inf for non-gallery columns
     # (x + 0 is x, up to the sign of a zero, which no comparison sees).
-    pen = np.where(ug[b0:b0 + nb] != 0, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
+    pen = np.where(ug[b0:b0 + nb] != 0, 0.0, -np.inf).astype(S.dtype)
     labc = ulab[b0:b0 + nb]
     by_class = np.argsort(labc, kind="mergesort")  # the same-class columns of a row: one range
     sorted_lab = labc[by_class]

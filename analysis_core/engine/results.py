@@ -16,7 +16,7 @@ class PassResult:
     """Everything one pass produces for one method.
 
     ``values[s]`` are the per-query metrics of query ``query_items[s]`` (an input row index),
-    columns ``BASE_COLUMNS`` then ``precision_at_<k>`` and ``recall_at_<k>``; rows of lone
+    columns ``n_positives``, the metric registry's per-query columns, the tie counts; rows of lone
     queries (no positive in the gallery) are NaN except ``n_positives = 0``.
     ``pr_curves[s]`` is that query's precision on the recall grid ``recall_grid``.
     """

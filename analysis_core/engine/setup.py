@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import canonical_order, gallery_positives, prepare_vectors, score_range
+from .layout import PRECISIONS, canonical_order, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
+from .query_metrics import metric_plan
 from .tiles import TILE
 
 #: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
@@ -20,9 +21,6 @@ from .tiles import TILE
 #: the kernel for duplicate vectors
 KERNELS = ("auto", "count", "search", "general")
 
-#: columns of the per-query output array, in order (before the P@k / Recall@k columns)
-BASE_COLUMNS = ("n_positives", "ap", "ap_lower", "ap_upper", "map_at_r", "r_precision", "rr",
-                "n_mixed_tie_blocks", "n_tied_negatives")
 
 
 @dataclass
@@ -32,7 +30,7 @@ class Setup:
     rows and columns of the tiles. ``token`` identifies the setup (workers cache its tile computer).
     """
 
-    vectors: np.ndarray  # (unique vectors, d) float32 in canonical order
+    vectors: np.ndarray  # (unique vectors, d) in canonical order, float32 or float64 (the precision)
     similarity: str
     items: np.ndarray  # input row of each canonical item position
     item_vector: np.ndarray  # unique vector of each item position
@@ -52,11 +50,14 @@ class Setup:
     leave_one_out: bool  # every item a query and in the gallery
     tile_has_shared_vector: np.ndarray  # per tile: holds a vector of several items (general kernel)
     tile_has_query: np.ndarray
+    tile_has_gallery: np.ndarray
     same_class_tiles: np.ndarray  # (P, 2) tile pairs I <= J holding a same-class pair
     ks: np.ndarray
     n_recall: int
     interpolated: bool
-    columns: tuple[str, ...]
+    columns: tuple[str, ...]  # per-query output columns (:func:`~.query_metrics.metric_plan`)
+    metric_kernels: np.ndarray  # phase-3 kernel id and cutoff code of each metric column
+    metric_cutoffs: np.ndarray
     token: str
     per_query_pairs: bool = False  # per-query pair histograms and sums (query sampling)
     fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
@@ -67,6 +68,11 @@ class Setup:
         return int(self.labels.shape[0])
 
     @property
+    def dtype(self) -> np.dtype:
+        """What scores are computed and compared in: float32, or float64 (``precision``)."""
+        return self.vectors.dtype
+
+    @property
     def n_tiles(self) -> int:
         return max(1, math.ceil(self.vectors.shape[0] / TILE))
 
@@ -74,8 +80,10 @@ class Setup:
 def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
-            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto") -> Setup:
-    """Canonical layout of one pass (see the module docstring); no similarity is computed yet."""
+            n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto",
+            precision: str = "float32") -> Setup:
+    """Canonical layout of one pass (see the module docstring); no similarity is computed yet.
+    ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``)."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
@@ -84,10 +92,12 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         raise ValueError(f"codes, is_query and is_gallery need one entry per row of X ({n})")
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}: use one of {', '.join(KERNELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
-    Xf = prepare_vectors(X, similarity)
+    Xf = prepare_vectors(X, similarity, precision)
     Xu, items, item_u, uptr = canonical_order(Xf, codes, isq)
     lab = codes[items]
     q_c = isq[items]
@@ -104,12 +114,15 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_shared[tile_of_u[ulab < 0]] = True
     tile_has_query = np.zeros(n_tiles, bool)
     tile_has_query[item_u[q_pos] // TILE] = True
+    tile_has_gallery = np.zeros(n_tiles, bool)
+    tile_has_gallery[item_u[np.nonzero(g_c)[0]] // TILE] = True
     pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
-    columns = BASE_COLUMNS + tuple(f"precision_at_{k}" for k in ks_arr) + tuple(f"recall_at_{k}" for k in ks_arr)
+    columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist())
     h = hashlib.blake2b(digest_size=16)
     for a in (Xu, uptr, lab, q_c, g_c):
         h.update(np.ascontiguousarray(a).data)
-    h.update(repr((similarity, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs)).encode())
+    h.update(repr((similarity, precision, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs,
+                   columns)).encode())
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
@@ -117,7 +130,9 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R, query_tile=item_u[q_pos] // TILE,
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
         vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
-        tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, same_class_tiles=pos_pairs, ks=ks_arr,
-        n_recall=n_recall, interpolated=interpolated, columns=columns, token=h.hexdigest(),
+        tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, tile_has_gallery=tile_has_gallery,
+        same_class_tiles=pos_pairs, ks=ks_arr,
+        n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
+        metric_cutoffs=metric_cutoffs, token=h.hexdigest(),
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from ..errors import InputError
-from ..figures.style import export_layout
+from ..figures.style import legend_entries, page_layout
 
 FORMATS = ("pdf", "svg", "png")
 PX_PER_IN = 96  # CSS pixels per inch; Chromium prints 96 px as 1 in (72 pt)
@@ -83,19 +83,69 @@ def require_chromium() -> None:
                          "(report --format '').")
 
 
+def _page(fig: go.Figure, style: FigureStyle) -> dict:
+    """``fig`` laid out for the page as plotly JSON: the style's width, fonts in points, legend
+    and title clear of each other and of the data, height from the figure's aspect ratio.
+
+    Only the layout is copied and laid out (plotly's validation of a whole figure, data
+    included, cost more than rendering it); the traces are shallow copies that share the data
+    arrays, with what the page changes (line widths, box points) replaced, never mutated."""
+    # the layout as JSON (its template aside, kept as it is), laid out as plain dicts
+    layout = getattr(fig, "_layout", None)
+    if not isinstance(layout, dict):
+        layout = fig.layout.to_plotly_json()
+    template = layout.get("template")
+    layout = page_layout({k: v for k, v in layout.items() if k != "template"}, legend_entries(fig),
+                         width_px=style.width_in * PX_PER_IN, font_family=style.font_family,
+                         font_px=style.font_size * PX_PER_IN / 72,
+                         height_px=None if style.height_in is None else style.height_in * PX_PER_IN)
+    if template is not None:
+        layout["template"] = template
+    traces = getattr(fig, "_data", None)
+    if traces is None or len(traces) != len(fig.data):
+        traces = fig.to_plotly_json()["data"]
+    data = []
+    for tr in traces:
+        tr = dict(tr)
+        kind = tr.get("type", "scatter")
+        y = tr.get("y")
+        if kind == "box" and tr.get("boxpoints") == "all" and y is not None and len(y) > MAX_BOX_POINTS:
+            tr["boxpoints"] = "outliers"  # thousands of jittered points: a blot at column width, seconds to render
+        line = tr.get("line") or {}
+        if kind == "scatter" and tr.get("fill") is None and line.get("width") != 0:
+            tr["line"] = {**line, "width": style.line_width * (line.get("width") or 2) / 2}
+        data.append(tr)
+    return {"data": data, "layout": layout}
+
+
 def styled(fig: go.Figure, style: FigureStyle) -> go.Figure:
-    """A copy of ``fig`` laid out for the page: the style's width, fonts in points, legend and
-    title clear of each other and of the data, height from the figure's aspect ratio."""
-    f = go.Figure(fig.to_dict(), _validate=False)  # to_dict copies; validating again costs 0.1 s a figure
-    for tr, orig in zip(f.data, fig.data, strict=True):
-        if tr.type == "box" and tr.boxpoints == "all" and orig.y is not None and len(orig.y) > MAX_BOX_POINTS:
-            tr.boxpoints = "outliers"  # thousands of jittered points: a blot at column width, seconds to render
-        if tr.type == "scatter" and tr.fill is None and tr.line is not None and tr.line.width != 0:
-            tr.line.width = style.line_width * (tr.line.width or 2) / 2
-    export_layout(f, width_px=style.width_in * PX_PER_IN, font_family=style.font_family,
-                  font_px=style.font_size * PX_PER_IN / 72,
-                  height_px=None if style.height_in is None else style.height_in * PX_PER_IN)
-    return f
+    """A copy of ``fig`` laid out for the page (:func:`_page`)."""
+    return go.Figure(_page(fig, style), _validate=False)
+
+
+RELOAD_EVERY = 50  # renders between two reloads of kaleido's page
+
+
+def _kaleido_class():
+    """kaleido's ``Kaleido`` that reloads its page (plotly.js, ~0.4 s on a busy machine) every
+    :data:`RELOAD_EVERY` figures instead of after each one. Nothing of a figure stays on the page
+    between renders: each is drawn in a new detached element, and the page's image and its print
+    size are replaced by the next render: PDF and PNG bytes are the same, SVG up to plotly's
+    random ids and the order of two attributes (tested)."""
+    import kaleido
+
+    class _Kaleido(kaleido.Kaleido):
+        _renders = 0
+
+        async def _return_kaleido_tab(self, tab) -> None:
+            self._renders += 1
+            if self._renders % RELOAD_EVERY == 0:
+                await tab.reload()
+            await self.tabs_ready.put(tab)
+
+    if not hasattr(kaleido.Kaleido, "_return_kaleido_tab"):
+        return kaleido.Kaleido  # another kaleido: its own behaviour
+    return _Kaleido
 
 
 class _Renderer:
@@ -107,13 +157,11 @@ class _Renderer:
         self._kaleido = None
 
     def _open(self) -> None:
-        import kaleido
-
         require_chromium()
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_forever, name="kaleido", daemon=True).start()
         # mathjax False: figures have no LaTeX, and MathJax would be fetched from the network
-        k = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False)
+        k = _kaleido_class()(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False)
         try:
             asyncio.run_coroutine_threadsafe(k.open(), loop).result(timeout=RENDER_TIMEOUT_S)
         except BaseException:
@@ -147,8 +195,7 @@ _RENDERER = _Renderer()
 atexit.register(lambda: _RENDERER.close())
 
 
-def _opts(f: go.Figure, fmt: str, style: FigureStyle) -> dict:
-    w, h = f.layout.width, f.layout.height
+def _opts(w: float, h: float, fmt: str, style: FigureStyle) -> dict:
     # PNG: scale so the pixel width is width_in x dpi exactly; vector formats at scale 1 so the
     # page is width_in wide
     scale = round(style.width_in * style.dpi) / w if fmt == "png" else 1
@@ -160,20 +207,21 @@ def figure_bytes(fig: go.Figure, fmt: str, style: FigureStyle | None = None) -> 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
     style = style or FigureStyle()
-    f = styled(fig, style)
+    page = _page(fig, style)
+    w, h = page["layout"]["width"], page["layout"]["height"]
     with _LOCK:
-        data = _RENDERER.render(f.to_plotly_json(), _opts(f, fmt, style))
-    return _svg_in_inches(data, f) if fmt == "svg" else data
+        data = _RENDERER.render(page, _opts(w, h, fmt, style))
+    return _svg_in_inches(data, w, h) if fmt == "svg" else data
 
 
-def _svg_in_inches(data: bytes, f: go.Figure) -> bytes:
+def _svg_in_inches(data: bytes, w_px: float, h_px: float) -> bytes:
     """The root element's size in inches (the viewBox keeps the CSS pixels), so programs that
     read SVG place it at its physical size whatever pixel density they assume."""
     import re
 
     text = data.decode()
     head, sep, rest = text.partition(">")
-    w, h = f.layout.width / PX_PER_IN, f.layout.height / PX_PER_IN
+    w, h = w_px / PX_PER_IN, h_px / PX_PER_IN
     head = re.sub(r'\bwidth="[^"]*"', f'width="{w:.4f}in"', head, count=1)
     head = re.sub(r'\bheight="[^"]*"', f'height="{h:.4f}in"', head, count=1)
     return (head + sep + rest).encode()

@@ -13,7 +13,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..figures.style import METRIC_LABELS
+from ..metrics.registry import by_name, get_key
+from ..metrics.registry import label as metric_label
 from .number_format import format_value
 from .tables import TexCell, to_latex
 
@@ -21,7 +22,6 @@ TOP_PAIRS = 20  # significant pairs shown in the compact post-hoc tables
 N_CLASSES = 5  # hardest and easiest classes in classes.tex
 HEADERS = {"method_a": "a", "method_b": "b", "mean_diff": "mean diff.", "p_permutation_holm": "p perm. (Holm)",
            "p_wilcoxon_holm": "p Wilcoxon (Holm)", "n_classes": "C", "group_size": "S", "n_groups": "groups",
-           "recall_at_1": "R@1", "map_at_r": "MAP@R", "map": "mAP", "grouped_recall_at_1": "GR@1", "jsd": "JSD",
            "meandiff": "diff.", "p_adj": "p (adj.)", "spearman": "Spearman", "spearman_p": "p",
            "oracle_auc": "oracle AUC", "auc": "AUC", "n_pairs": "pairs", "mean_sim": "mean sim.", "sd_sim": "sd",
            "group1": "group 1", "group2": "group 2", "reject": "sig.", "mean": "mean", "p_value": "p"}
@@ -90,7 +90,7 @@ def _class_sweep(df: pd.DataFrame, caption: str, label: str) -> str:
 def _generalization(df: pd.DataFrame, caption: str, label: str) -> str:
     gap = [c for c in df.columns if c.startswith("gap_") and not c.endswith(("_ci_low", "_ci_high"))]
     splits = [c for c in df.columns if c not in ("method", "metric") and not c.startswith("gap_")]
-    out = df[["method"]].assign(metric=[METRIC_LABELS.get(m, m) for m in df["metric"]])
+    out = df[["method"]].assign(metric=[metric_label(m, short=True) for m in df["metric"]])
     for s in splits:
         out[s] = df[s].to_numpy()
     headers = dict(HEADERS)
@@ -170,33 +170,35 @@ def _t_half(values: np.ndarray, alpha: float) -> float:
     return float(stats.t.ppf(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
-def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None) -> pd.DataFrame:
+def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None,
+                  headline: tuple[str, ...] = HEADLINE) -> pd.DataFrame:
     """One row per (split, method): each headline metric and the half-width of its 1 - alpha
     interval (the query sample's interval when there is one, else Student t over the queries;
-    JSD is a property of all pairs: no interval). ``evals``: split name -> Evaluation."""
+    JSD is a property of all pairs: no interval). ``evals``: split name -> Evaluation;
+    ``headline``: registry names (``recall_at_k``: Recall at ``recall_k``)."""
     rows = []
     for split, ev in evals.items():
         s = ev.summary()["methods"]
         ks = [int(k) for k in next(iter(s.values()))["recall_at_k"]]
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
+        reg = by_name(ev.ks)
         for m in ev.methods:
             v, pq = s[m], ev.per_query(m)
             pq = pq[pq["n_positives"] > 0] if "n_positives" in pq.columns else pq
             iv = v.get("intervals") or {}
             row = {"split": split, "method": m}
-            for metric, value, col in (("map", v["map"]["expected"], "ap"), ("map_at_r", v["map_at_r"], "map_at_r"),
-                                       ("r_precision", v["r_precision"], "r_precision"),
-                                       ("precision_at_1", v["precision_at_1"], "precision_at_1"),
-                                       (f"recall_at_{k}", v["recall_at_k"][str(k)], f"recall_at_{k}"),
-                                       ("jsd", v["jsd"], None)):
-                row[metric] = value
-                if metric in iv:
-                    half = (iv[metric]["high"] - iv[metric]["low"]) / 2
+            for name in headline:
+                name = f"recall_at_{k}" if name == "recall_at_k" else name
+                metric = reg[name]
+                value, col = get_key(v, metric.key), metric.column
+                row[name] = value
+                if name in iv:
+                    half = (iv[name]["high"] - iv[name]["low"]) / 2
                 elif col is not None and col in pq.columns:
                     half = _t_half(pq[col].to_numpy(float), alpha)
                 else:
                     half = math.nan
-                row[f"{metric}_half_width"] = half
+                row[f"{name}_half_width"] = half
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -238,7 +240,7 @@ def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | No
                 row[m] = text
             out_rows.append(row)
     out = pd.DataFrame(out_rows)
-    headers = {m: METRIC_LABELS.get(m, m.replace("recall_at_", "R@")) for m in metrics}
+    headers = {m: metric_label(m, short=True) for m in metrics}
     conf = f"{100 * (1 - alpha):g}\\%"
     cap = ("Main results: expected values over tie orders; best per column in bold"
            + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over queries") + "."

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics.registry import label as metric_label
 from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -141,16 +142,13 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
 
     cols = list(df.columns)
     headers = headers or {}
-    header = [tex_escape(headers.get(c, c)) for c in cols]
+    header = [tex_escape(headers.get(c) or metric_label(c, short=True)) for c in cols]
     align = ["r" if c in raw or (is_numeric_dtype(df[c]) and not is_bool_dtype(df[c])) else "l" for c in cols]
     p_cols = [is_p_column(c) for c in cols]
     shown = df.iloc[:max_rows] if max_rows and len(df) > max_rows else df
     is_raw = [c in raw for c in cols]
     rows = [[str(v) if r else _cell(v, p) for v, p, r in zip(row, p_cols, is_raw, strict=True)]
             for row in shown.itertuples(index=False)]
-    notes = [note] if note else []
-    if len(shown) < len(df):
-        notes.append(f"First {len(shown)} of {len(df)} rows; the CSV file holds every row.")
     widths, size, sep, star = _layout(header, rows)
     # long text (a note on why a statistic is undefined) wraps in a paragraph column instead of running off
     for i, w in enumerate(widths):
@@ -166,6 +164,17 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
             current = list(key_cols)
         current.append(j)
     groups.append(current)
+    # the printed lines (a wrapped cell takes several, every column group repeats the rows) stay
+    # within max_rows, so the float fits a page ("Float too large" otherwise)
+    if max_rows:
+        size_pt = {r"\small": 9.0, r"\footnotesize": 8.0}.get(size, 8.0)
+        heights = [max([math.ceil(_width_pt(r[i], size_pt) / WRAP_PT) for i, a in enumerate(align)
+                        if a.startswith("p{")] + [1]) for r in rows]
+        fit = int(np.searchsorted(np.cumsum(heights) * len(groups), max_rows, side="right"))
+        rows = rows[:max(fit, 1)]
+    notes = [note] if note else []
+    if len(rows) < len(df):
+        notes.append(f"First {len(rows)} of {len(df)} rows; the CSV file holds every row.")
     star = "*" if star else ""
     lines = [rf"\begin{{table{star}}}[htbp]", r"\centering", size]
     if sep != 6.0:

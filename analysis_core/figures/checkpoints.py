@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import PALETTE, base_layout, rgba
+from .style import DASHES, PALETTE, base_layout, plot_text, rgba
 
 DEFAULT_METRICS = ("map", "map_at_r", "precision_at_1", "jsd")
 
@@ -24,26 +24,33 @@ def checkpoint_figure(table: pd.DataFrame, split: str, metrics: tuple[str, ...] 
     labels = {m: t.loc[t["metric"] == m, "label"].iloc[0] for m in shown}
     cols = min(2, len(shown)) or 1
     rows = math.ceil(len(shown) / cols) or 1
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[labels[m] for m in shown], horizontal_spacing=0.12,
-                        vertical_spacing=0.18)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[labels[m] for m in shown], horizontal_spacing=0.14,
+                        vertical_spacing=0.2 if rows > 1 else 0.1)
     families = list(dict.fromkeys(t["family"]))
     for i, m in enumerate(shown):
         r, c = i // cols + 1, i % cols + 1
         for j, fam in enumerate(families):
             part = t[(t["metric"] == m) & (t["family"] == fam)].sort_values("step")
             col = PALETTE[j % len(PALETTE)]
-            name = fam or "checkpoints"
+            name = plot_text(fam or "checkpoints")
             fig.add_trace(go.Scatter(
                 x=part["step"], y=part["value"], mode="lines+markers", name=name, legendgroup=name,
-                showlegend=i == 0, line=dict(color=col, width=2, dash=["solid", "dash", "dot", "dashdot"][j // 8 % 4]),
-                marker=dict(size=[11 if b else 6 for b in part["is_best"]],
-                            symbol=["star" if b else "circle" for b in part["is_best"]]),
+                showlegend=i == 0, line=dict(color=col, width=2, dash=DASHES[j // len(PALETTE) % len(DASHES)]),
+                marker=dict(size=6, symbol="circle"),
                 error_y=dict(type="data", symmetric=False, array=part["ci_high"] - part["value"],
                              arrayminus=part["value"] - part["ci_low"], color=rgba(col, 0.6)),
-                customdata=part["method"], hovertemplate="%{customdata}: %{y:.4f}<extra>" + name + "</extra>"),
+                customdata=part["method"].map(plot_text),
+                hovertemplate="%{customdata}: %{y:.4f}<extra>" + name + "</extra>"),
                 row=r, col=c)
+            # the best checkpoint as a star over its circle (its own trace: the legend keeps the circle)
+            best = part[part["is_best"].astype(bool)]
+            fig.add_trace(go.Scatter(x=best["step"], y=best["value"], mode="markers", legendgroup=name,
+                                     showlegend=False, marker=dict(size=11, symbol="star", color=col),
+                                     hoverinfo="skip"), row=r, col=c)
         fig.update_xaxes(title_text="step" if r == rows else None, row=r, col=c)
-    fig.update_layout(**base_layout(title or f"Metrics over training ({split}); star = best checkpoint"))
+    # each panel about as tall as wide: 2 x 2 panels stay readable at column width
+    fig.update_layout(**base_layout(title or f"Metrics over training ({plot_text(split)}); star = best checkpoint",
+                                    aspect=0.5 * rows + 0.1))
     return fig
 
 
@@ -52,11 +59,12 @@ def checkpoint_heatmap(class_ap: pd.DataFrame, split: str, family: str, title: s
     part = class_ap[(class_ap["split"] == split) & (class_ap["family"] == family)]
     order = part.drop_duplicates("method").sort_values("step")["method"].tolist()
     grid = part.pivot_table(index="class", columns="method", values="mean_ap")[order]
-    fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=order, y=[str(c) for c in grid.index], zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[plot_text(m) for m in order],
+                               y=[plot_text(c) for c in grid.index], zmin=0, zmax=1,
                                colorscale="Viridis", colorbar=dict(title="mean AP"),
                                hovertemplate="class %{y}, %{x}: %{z:.3f}<extra></extra>"))
-    fam = f"{family}, " if family else ""
-    fig.update_layout(**base_layout(title or f"Mean AP per class over training ({fam}{split})"))
+    fam = f"{plot_text(family)}, " if family else ""
+    fig.update_layout(**base_layout(title or f"Mean AP per class over training ({fam}{plot_text(split)})"))
     fig.update_xaxes(title="checkpoint", type="category")
     fig.update_yaxes(title="class", type="category")
     return fig
@@ -66,10 +74,15 @@ def histogram_small_multiples(hist: pd.DataFrame, methods: list[str], jsd: dict[
                               title: str | None = None) -> go.Figure:
     """Positive- and negative-pair similarity densities, one panel per checkpoint (in order), JSD
     in each panel's title."""
-    cols = min(3, len(methods)) or 1
+    # two panels a row, the name and the JSD on two lines: legible at column width; panels 0.3
+    # and the gaps between rows (ticks, the next titles) 0.22 of the plot width high
+    cols = min(2, len(methods)) or 1
     rows = math.ceil(len(methods) / cols) or 1
-    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True,
-                        subplot_titles=[f"{m} (JSD {jsd[m]:.3f})" for m in methods])
+    panel, gap = 0.3, 0.22
+    aspect = rows * panel + (rows - 1) * gap
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.08,
+                        vertical_spacing=gap / aspect if rows > 1 else 0.0,
+                        subplot_titles=[f"{plot_text(m)}<br>JSD {jsd[m]:.3f}" for m in methods])
     for i, m in enumerate(methods):
         part = hist[(hist["method"] == m) & (hist["split"] == split)]
         for kind, col in (("negative", PALETTE[0]), ("positive", PALETTE[1])):
@@ -78,5 +91,6 @@ def histogram_small_multiples(hist: pd.DataFrame, methods: list[str], jsd: dict[
                                      fill="tozeroy", fillcolor=rgba(col, 0.3), line=dict(color=col, width=1),
                                      name=f"{kind} pairs", legendgroup=kind, showlegend=i == 0),
                           row=i // cols + 1, col=i % cols + 1)
-    fig.update_layout(**base_layout(title or f"Pair similarities over training ({split})"))
+    fig.update_layout(**base_layout(title or f"Pair similarities over training ({plot_text(split)})",
+                                    aspect=aspect))
     return fig

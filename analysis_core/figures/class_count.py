@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import METRIC_LABELS, PALETTE, base_layout, rgba, series_look
+from ..metrics.registry import label
+from .style import PALETTE, base_layout, plot_text, rgba, series_look
 
-SWEEP_METRICS = {"recall_at_1": "Recall@1", "map_at_r": "MAP@R", "map": "mAP",
-                 "grouped_recall_at_1": "Grouped Recall@1", "jsd": "JSD"}
+SWEEP_METRICS = ("recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd")
 
 
 def histogram_figure(hist: pd.DataFrame, normalized: bool = True, title: str | None = None) -> go.Figure:
@@ -36,7 +36,7 @@ def sweep_figure(sweep: pd.DataFrame, metrics: list[str] | None = None, title: s
     for i, m in enumerate(metrics):
         mean, lo, hi = g[m].mean(), g[m].min(), g[m].max()
         col, dash, symbol, _ = series_look(i)
-        fig.add_trace(go.Scatter(x=mean.index, y=mean, mode="lines+markers", name=SWEEP_METRICS.get(m, m),
+        fig.add_trace(go.Scatter(x=mean.index, y=mean, mode="lines+markers", name=label(m),
                                  line=dict(color=col, width=2, dash=dash), marker=dict(symbol=symbol),
                                  error_y=dict(type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo)))
     fig.update_layout(**base_layout(title or "Metrics against the number of classes"))
@@ -50,13 +50,14 @@ def erc_figure(curves: dict[str, pd.DataFrame], title: str | None = None) -> go.
     fig = go.Figure()
     for i, (name, c) in enumerate(curves.items()):
         col, dash, _, _ = series_look(i)
+        name = plot_text(name)
         fig.add_trace(go.Scatter(x=c["fraction_rejected"], y=c["error"], mode="lines", name=name,
                                  line=dict(color=col, width=2, dash=dash)))
         fig.add_trace(go.Scatter(x=c["fraction_rejected"], y=c["oracle_error"], mode="lines",
                                  name=f"{name} (oracle)", line=dict(color=col, width=1.0, dash="dot"),
                                  opacity=0.7, showlegend=False))
     # one legend entry for every oracle: the legend stays one row per method at column width
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="oracle (dotted)",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="oracles",
                              line=dict(color="#777", width=1.0, dash="dot")))
     fig.update_layout(**base_layout(title or "Error against rejected fraction (least confident first)", aspect=0.7))
     fig.update_xaxes(title="fraction of queries rejected", range=[0, 1])
@@ -69,7 +70,7 @@ def generalization_figure(gen: pd.DataFrame, splits: list[str], title: str | Non
     fig = go.Figure()
     for i, s in enumerate(splits):
         col, _, _, pattern = series_look(i)
-        fig.add_trace(go.Bar(x=[METRIC_LABELS.get(m, m) for m in gen["metric"]], y=gen[s], name=s,
+        fig.add_trace(go.Bar(x=[label(m, short=True) for m in gen["metric"]], y=gen[s], name=plot_text(s),
                              marker=dict(color=col, pattern_shape=pattern)))
     fig.update_layout(**base_layout(title or "Metrics per split"), barmode="group")
     fig.update_yaxes(title="value")
@@ -81,7 +82,7 @@ def grouped_recall_by_size_figure(rows: pd.DataFrame, title: str | None = None) 
     fig = go.Figure()
     for i, (m, part) in enumerate(rows.groupby("method", sort=False)):
         col, dash, symbol, _ = series_look(i)
-        fig.add_trace(go.Scatter(x=part["group_size"], y=part["mean"], mode="lines+markers", name=str(m),
+        fig.add_trace(go.Scatter(x=part["group_size"], y=part["mean"], mode="lines+markers", name=plot_text(m),
                                  line=dict(color=col, dash=dash), marker=dict(symbol=symbol),
                                  error_y=dict(type="data", symmetric=False, array=part["ci_high"] - part["mean"],
                                               arrayminus=part["mean"] - part["ci_low"])))

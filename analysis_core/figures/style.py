@@ -2,12 +2,20 @@
 layout of an exported figure (sizes in points, legend and title clear of each other).
 
 Beyond the palette's 8 colours, series 9-16 reuse the colours dashed with open markers, 17-24
-dotted with crosses, and so on (:func:`series_look`): every series stays distinguishable.
+dotted with crosses, and so on (:func:`series_look`); boxes, which have no dash, are filled
+lighter, hollow, darker (:func:`box_fill`): every series stays distinguishable.
+
+Plotly reads a subset of HTML (``<b>``, ``<br>``, links) in titles, trace names, tick labels and
+annotations and decodes entities: every user-provided name (method, class, split) goes through
+:func:`plot_text` before it is drawn, so it shows as written.
 """
 
 from __future__ import annotations
 
+import copy
+import html
 import math
+import re
 import textwrap
 
 import plotly.graph_objects as go
@@ -16,9 +24,6 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 DASHES = ["solid", "dash", "dot", "dashdot"]
 SYMBOLS = ["circle", "square-open", "x", "diamond-open"]
 PATTERNS = ["", "/", ".", "x"]  # bar fill patterns, the bars' counterpart of the dashes
-METRIC_LABELS = {"recall_at_1": "R@1", "grouped_recall_at_1": "Grouped R@1", "map_at_r": "MAP@R", "map": "mAP",
-                 "jsd": "JSD", "mean_pos_similarity": "mean pos. sim.", "r_precision": "R-Prec.",
-                 "precision_at_1": "P@1", "mrr": "MRR"}
 DEFAULT_ASPECT = 0.62  # plot-area height / width when a figure kind sets none
 _SYMBOL_PX = 40  # a legend entry's symbol and gap, in plotly
 
@@ -36,10 +41,24 @@ def series_look(i: int) -> tuple[str, str, str, str]:
     return PALETTE[i % len(PALETTE)], DASHES[cycle], SYMBOLS[cycle], PATTERNS[cycle]
 
 
+def plot_text(text: object) -> str:
+    """``text`` (a method, class or split name) for a plotly title, trace name, category or
+    annotation: HTML escaped, so plotly shows it as written instead of reading it as markup."""
+    return html.escape(str(text), quote=False)
+
+
+def box_fill(i: int) -> str:
+    """The fill of the ``i``-th box series: the colour of :func:`series_look`, translucent for
+    the first 8, hollow for the next 8, nearly opaque for the 8 after."""
+    cycle = (i // len(PALETTE)) % len(DASHES)
+    return rgba(PALETTE[i % len(PALETTE)], (0.5, 0.0, 0.9, 0.25)[cycle])
+
+
 def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12,
-                aspect: float = DEFAULT_ASPECT, rows: int | None = None) -> dict:
+                aspect: float = DEFAULT_ASPECT, rows: int | None = None, label_chars: int = 0) -> dict:
     """The screen layout; ``aspect`` (plot-area height / width) and ``rows`` (one labelled row
-    per category) tell the export how tall the figure kind is (:func:`export_layout`)."""
+    per category) tell the export how tall the figure kind is (:func:`export_layout`);
+    ``label_chars``, the longest category label on the y axis, how much of the width it takes."""
     return dict(
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
         template="simple_white",
@@ -48,39 +67,56 @@ def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-ser
         margin=dict(l=60, r=20, t=50, b=50),
         # on screen the legend sits right of the plot (room enough, never over the title)
         legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left", x=1.02),
-        meta={"aspect": aspect, **({"rows": rows} if rows else {})},
+        meta={"aspect": aspect, **({"rows": rows} if rows else {}),
+              **({"label_chars": label_chars} if label_chars else {})},
     )
 
 
-def _legend_entries(fig: go.Figure) -> list[str]:
+def legend_entries(fig: go.Figure) -> list[str]:
+    """The names the legend of ``fig`` shows (none when its legend is off)."""
     if fig.layout.showlegend is False:
         return []
     return [str(t.name) for t in fig.data if t.showlegend is not False and t.name]
 
 
-def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: float,
-                  height_px: float | None = None) -> None:
-    """Lay ``fig`` out in place for a page ``width_px`` CSS pixels wide: fonts of ``font_px``,
-    the title wrapped to the width at the top, the legend in rows of equal columns between
-    title and plot (so it never covers either), the plot area of the figure kind's aspect."""
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+def _merge(into: dict, update: dict) -> None:
+    """Merge ``update`` into ``into`` as plotly's ``update_layout`` does (nested dicts merged)."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = copy.deepcopy(v)
+
+
+def page_layout(layout: dict, entries: list[str], width_px: float, font_family: str, font_px: float,
+                height_px: float | None = None) -> dict:
+    """A copy of the plotly layout JSON ``layout`` laid out for a page ``width_px`` CSS pixels
+    wide: fonts of ``font_px``, the title wrapped to the width at the top, the legend (of
+    ``entries``) in rows of equal columns between title and plot (so it never covers either),
+    the plot area of the figure kind's aspect. Plain dicts: plotly's validation of a layout
+    update costs more than rendering the figure."""
+    lay = copy.deepcopy(layout)
+    meta = lay.get("meta") if isinstance(lay.get("meta"), dict) else {}
     title_px = font_px * 1.15
     line = 1.3
     left, right, bottom, pad = 4.0 * font_px, 1.0 * font_px, 3.2 * font_px, 0.5 * font_px
     plot_w = width_px - left - right
+    # long category labels on the y axis (pairs of method names) narrow the plot: axis titles
+    # wrap to what is left
+    data_w = max(plot_w - 0.55 * font_px * float(meta.get("label_chars", 0)), 0.3 * width_px)
     # axis titles wrapped to the plot's width (a long one would run off the page)
-    if fig.layout.xaxis.title.text:
-        # long category labels on the y axis narrow the plot: wrap at 70% of the estimate
-        lines = textwrap.wrap(fig.layout.xaxis.title.text, max(10, int(0.7 * plot_w / (0.5 * font_px))))
-        fig.layout.xaxis.title.text = "<br>".join(lines)
-        bottom += (len(lines) - 1) * font_px * line
+    xtitle = (lay.get("xaxis") or {}).get("title") or {}
+    if xtitle.get("text"):
+        # wrap at 85% of the estimate
+        lines = textwrap.wrap(str(xtitle["text"]), max(10, int(0.85 * data_w / (0.5 * font_px))))
+        xtitle["text"] = "<br>".join(lines)
+        bottom += (len(lines) - 1) * font_px * line * 1.6
 
-    text = fig.layout.title.text or ""
+    text = str((lay.get("title") or {}).get("text") or "")
     per_line = max(10, int((width_px - 2 * pad) / (0.5 * title_px)))
     title_lines = textwrap.wrap(text, per_line) if text else []
     title_h = len(title_lines) * title_px * line + (pad if title_lines else 0)
 
-    entries = _legend_entries(fig)
     show_legend = len(entries) >= 2
     legend_h, legend = 0.0, {}
     if show_legend:
@@ -97,15 +133,28 @@ def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: fl
                       font=dict(size=font_px), tracegroupgap=0, itemwidth=30, bgcolor="rgba(0,0,0,0)",
                       title=dict(text=""))  # a legend title would take a column the estimate has not
     top = pad + title_h + legend_h + 0.6 * font_px  # the top tick label pokes half a line up
+    # subplot titles of the top row stand above the plot area: room for them under the legend
+    annotations = lay.get("annotations") or []
+    for a in annotations:
+        a.setdefault("font", {})["size"] = font_px  # plotly draws subplot titles at 16 px whatever the font
+    top_titles = [a for a in annotations if a.get("yref") == "paper" and (a.get("y") or 0) >= 0.99]
+    if top_titles:
+        top += max(str(a.get("text", "")).count("<br>") + 1 for a in top_titles) * font_px * line
 
     if height_px is None:
         rows = meta.get("rows")
-        plot_h = rows * font_px * 1.9 if rows else plot_w * float(meta.get("aspect", DEFAULT_ASPECT))
-        height_px = top + max(plot_h, 4 * font_px) + bottom
+        # one labelled row per category: closer rows when there are many, so 45 pairs fit a page
+        plot_h = rows * font_px * (1.9 if rows <= 15 else 1.5) if rows else plot_w * float(meta.get("aspect",
+                                                                                                   DEFAULT_ASPECT))
+        # whole CSS pixels: Chromium sizes the PDF page and the PNG from them alike
+        height_px = float(math.ceil(top + max(plot_h, 6 * font_px) + bottom))
     if show_legend:
         legend["y"] = 1 - (pad + title_h) / height_px
-    fig.update_layout(
+    _merge(lay, dict(
         width=width_px, height=height_px, autosize=False,
+        # plotly keeps a plot area of at least 64 px, pushing the axis title off a small page
+        # when a margin grows: let the plot area shrink instead
+        minreducedheight=20, minreducedwidth=20,
         font=dict(family=font_family, size=font_px),
         title=dict(text="<br>".join(title_lines), font=dict(size=title_px), xref="container", x=0.0,
                    xanchor="left", yref="container", yanchor="top",
@@ -114,6 +163,19 @@ def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: fl
                    pad=dict(l=pad, t=0, b=0, r=0)),
         margin=dict(l=left, r=right, t=top, b=bottom, pad=0, autoexpand=True),
         showlegend=show_legend, legend=legend,
-    )
-    fig.update_xaxes(automargin=True, title_font=dict(size=font_px), tickfont=dict(size=font_px), title_standoff=4)
-    fig.update_yaxes(automargin=True, title_font=dict(size=font_px), tickfont=dict(size=font_px), title_standoff=4)
+    ))
+    axes = {k for k in lay if re.fullmatch(r"[xy]axis\d*", k)} | {"xaxis", "yaxis"}
+    for k in axes:
+        if not isinstance(lay.get(k), dict):
+            lay[k] = {}
+        _merge(lay[k], dict(automargin=True, title=dict(font=dict(size=font_px), standoff=4),
+                            tickfont=dict(size=font_px)))
+    return lay
+
+
+def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: float,
+                  height_px: float | None = None) -> None:
+    """Lay ``fig`` out in place for the page (:func:`page_layout`)."""
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)
+    fig.update_layout(page_layout(layout, legend_entries(fig), width_px, font_family, font_px, height_px))

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from ..export.number_format import format_p
 from ..stats.bands import ALL
 from ..stats.posthoc import PostHocResult
-from .style import PALETTE, base_layout, rgba, series_look
+from .style import PALETTE, base_layout, box_fill, plot_text, rgba, series_look
 
 
 def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
@@ -30,7 +30,7 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
                 continue
             col, dash, symbol, _ = series_look(i)
             i += 1
-            name = m if len(classes) == 1 else (c if len(methods) == 1 else f"{m} · {c}")
+            name = plot_text(m if len(classes) == 1 else (c if len(methods) == 1 else f"{m} · {c}"))
             fig.add_trace(go.Scatter(x=np.r_[part["recall"], part["recall"][::-1]],
                                      y=np.r_[part["high"], part["low"][::-1]], fill="toself", fillcolor=rgba(col, 0.18),
                                      line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name))
@@ -51,14 +51,14 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
 def ap_by_class_figure(ap: pd.DataFrame, title: str | None = None, max_classes: int = 60) -> go.Figure:
     """Per-query AP by class (box plus points), one colour per method. With more than
     ``max_classes`` classes, the ``max_classes`` with the lowest mean AP are shown."""
-    df = ap.assign(label=ap["label"].astype(str))
+    df = ap.assign(label=ap["label"].astype(str).map(plot_text))
     order = df.groupby("label")["ap"].mean().sort_values()
     shown = order.index[:max_classes].tolist()
     df = df[df["label"].isin(shown)]
     fig = go.Figure()
     for i, (m, part) in enumerate(df.groupby("method", sort=False)):
         col, _, symbol, _ = series_look(i)
-        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=str(m), marker_color=col,
+        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=plot_text(m), marker_color=col, fillcolor=box_fill(i),
                              boxpoints="all", jitter=0.4, pointpos=0, marker=dict(size=3, opacity=0.5, symbol=symbol),
                              line=dict(width=1.2)))
     sub = f" ({len(shown)} of {len(order)} classes, lowest mean AP)" if len(order) > len(shown) else ""
@@ -74,7 +74,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
     fig = go.Figure()
     if posthoc.intervals is not None:
         iv = posthoc.intervals.sort_values("mean")
-        fig.add_trace(go.Scatter(x=iv["mean"], y=iv["group"], mode="markers",
+        fig.add_trace(go.Scatter(x=iv["mean"], y=iv["group"].astype(str).map(plot_text), mode="markers",
                                  error_x=dict(type="data", symmetric=False, array=iv["high"] - iv["mean"],
                                               arrayminus=iv["mean"] - iv["low"], thickness=1.5, width=4),
                                  marker=dict(color=PALETTE[0], size=7), name="mean AP",
@@ -83,7 +83,8 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         fig.update_yaxes(type="category")
         default = "Tukey HSD: disjoint intervals differ significantly"
     else:
-        t = posthoc.table.assign(pair=posthoc.table["group2"] + " − " + posthoc.table["group1"])
+        t = posthoc.table.assign(pair=(posthoc.table["group2"].astype(str) + " − "
+                                       + posthoc.table["group1"].astype(str)).map(plot_text))
         fig.add_trace(go.Scatter(x=t["meandiff"], y=t["pair"], mode="markers",
                                  error_x=dict(type="data", symmetric=False, array=t["upper"] - t["meandiff"],
                                               arrayminus=t["meandiff"] - t["lower"]),
@@ -93,23 +94,35 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         fig.update_yaxes(type="category")
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)
-    fig.update_layout(**base_layout(title or default, rows=rows), showlegend=False, height=max(360, 22 * rows + 140))
-    fig.update_yaxes(dtick=1)
+    chars = max((len(str(y)) for y in fig.data[0].y), default=0)
+    fig.update_layout(**base_layout(title or default, rows=rows, label_chars=chars), showlegend=False,
+                      height=max(360, 22 * rows + 140))
+    fig.update_yaxes(dtick=1, range=[-0.7, rows - 0.3])  # no empty rows above and below
     return fig
 
 
 def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Mean per-query AP difference of each method pair with its t interval (forest plot)."""
-    t = paired.assign(pair=paired["method_a"] + " − " + paired["method_b"])
+    a, b = paired["method_a"].astype(str), paired["method_b"].astype(str)
+    la, lb = a.str.len(), b.str.len()
+    # long names: "a −" and "b" on two lines, so the plot keeps its width at column width
+    long = len(paired) > 0 and int((la + lb).max()) > 30
+    sep = " −<br>" if long else " − "
+    t = paired.assign(pair=[plot_text(x) + sep + plot_text(y) for x, y in zip(a, b, strict=True)])
+    chars = 0 if not len(paired) else int(max(la.max(), lb.max()) + 2 if long else (la + lb).max() + 3)
     hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
              for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
     fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
                                error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],
                                             arrayminus=t["mean_diff"] - t["ci_low"]),
                                marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=8),
-                               hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>"))
+                               hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>", showlegend=False))
+    # what the two colours mean: legend entries without data
+    for name, col in (("significant (Holm)", PALETTE[1]), ("not significant", PALETTE[7])):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
     fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-    fig.update_layout(**base_layout(title or "Paired per-query AP differences", rows=len(t)), showlegend=False)
-    fig.update_xaxes(title="mean AP difference (a − b) with interval")
-    fig.update_yaxes(type="category")
+    fig.update_layout(**base_layout(title or "Paired per-query AP differences with t intervals",
+                                    rows=len(t) * (1.5 if long else 1), label_chars=chars))
+    fig.update_xaxes(title="mean AP difference a − b")
+    fig.update_yaxes(type="category", range=[-0.7, len(t) - 0.3])
     return fig

@@ -1,4 +1,5 @@
-"""Per-query ranking metrics from the tie blocks of one query's ranking (SPEC section 3).
+"""Per-query ranking metrics from the tie blocks of one query's ranking (definitions: the README's
+"Retrieval protocol and metric definitions").
 
 Every function takes the blocks that contain at least one positive, in descending score order:
 
@@ -27,7 +28,9 @@ def ap_bounds(T, t, r):
 
     ``AP+ = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+i)`` (positives first in each block),
     ``AP- = (1/R) sum_c sum_{i=1..r_c} (R_{c-1}+i)/(T_{c-1}+t_c-r_c+i)`` (positives last).
-    Returns ``(AP-, AP+)``. Nicolaou et al. call their means mAP- and mAP+.
+    Returns ``(AP-, AP+)``. Nicolaou et al. call their means mAP- and mAP+
+    (A. Nicolaou, S. Dey, V. Christlein, A. Maier and D. Karatzas, "Non-deterministic Behavior of
+    Ranking-based Metrics when Evaluating Embeddings", RRPR 2018, LNCS 11455, Springer, 2019).
     """
     R = 0
     for c in range(r.shape[0]):
@@ -49,7 +52,8 @@ def expected_ap(T, t, r, cutoff):
 
     ``E[AP] = (1/R) sum_c sum_{j=1..t_c} (r_c/t_c) (R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)) / (T_{c-1}+j)``
     with ``(r_c-1)/(t_c-1) = 0`` when ``t_c = 1``. Only ranks ``T_{c-1}+j <= cutoff`` are summed, so
-    ``cutoff = R`` gives the expected **MAP@R** (Musgrave et al. 2020: AP truncated at rank R and
+    ``cutoff = R`` gives the expected **MAP@R** (K. Musgrave, S. Belongie and S.-N. Lim, "A Metric
+    Learning Reality Check", ECCV 2020: AP truncated at rank R and
     divided by R) and a cutoff past the end gives the full-ranking expected AP.
     Position j of block c holds a positive with probability r_c/t_c; given that, the expected
     number of positives at or above it is ``R_{c-1} + 1 + (j-1)(r_c-1)/(t_c-1)``.
@@ -117,6 +121,34 @@ def expected_hit_at(T, t, r, k):
 
 
 @njit(cache=True, nogil=True)
+def expected_ndcg(T, t, r, cutoff):
+    """Expected nDCG at ``cutoff`` with binary gains (K. Järvelin and J. Kekäläinen, "Cumulated
+    gain-based evaluation of IR techniques", ACM Transactions on Information Systems 20(4), 2002).
+
+    ``E[DCG] = sum_c (r_c/t_c) sum_{j=1..min(t_c, cutoff-T_{c-1})} 1/log2(T_{c-1}+j+1)`` (each slot
+    of block c holds a positive with probability r_c/t_c; expectation is linear), divided by the
+    ideal ``IDCG = sum_{i=1..min(R, cutoff)} 1/log2(i+1)``. Equals scikit-learn's ``ndcg_score``,
+    which averages the gains of tied items.
+    """
+    R = 0
+    for c in range(r.shape[0]):
+        R += r[c]
+    dcg = 0.0
+    for c in range(r.shape[0]):
+        if T[c] >= cutoff:
+            break
+        jmax = min(t[c], cutoff - T[c])
+        acc = 0.0
+        for j in range(1, jmax + 1):
+            acc += 1.0 / np.log2(T[c] + j + 1.0)
+        dcg += r[c] / t[c] * acc
+    ideal = 0.0
+    for i in range(1, min(R, cutoff) + 1):
+        ideal += 1.0 / np.log2(i + 1.0)
+    return dcg / ideal
+
+
+@njit(cache=True, nogil=True)
 def _expected_inverse_rank(Tc, tc, rc, m):
     """E[1/(Tc + J)] where J is the position, inside a block of tc items holding rc positives in
     uniformly random order, of the m-th positive: P(J=j) = C(j-1,m-1) C(tc-j,rc-m) / C(tc,rc).
@@ -174,7 +206,9 @@ def expected_positive_precision(T, t, r, i):
 
 @njit(cache=True, nogil=True)
 def pr_curve(T, t, r, n_points, interpolated):
-    """Precision on the recall grid r_j = j/(n_points-1), j = 0..n_points-1 (Brughi et al.).
+    """Precision on the recall grid r_j = j/(n_points-1), j = 0..n_points-1, as in
+    F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact
+    of inter-query variability on the performance of retrieval systems".
 
     From the points (i/R, E[i/rank_i]), i = 1..R: precision is constant for r < 1/R and linearly
     interpolated between points. With ``interpolated``, precision at r is instead the maximum

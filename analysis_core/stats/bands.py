@@ -1,4 +1,6 @@
-"""Precision-recall confidence bands by vertical averaging (Brughi et al., Fawcett's VA).
+"""Precision-recall confidence bands by vertical averaging (Fawcett's VA), as in
+F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact of
+inter-query variability on the performance of retrieval systems".
 
 At each recall grid point r_j the precisions of the n queries' curves are averaged:
 ``mean_j +- t_{1-alpha/2, n-1} * sd_j / sqrt(n)`` — a **pointwise** interval (each r_j

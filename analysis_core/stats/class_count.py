@@ -11,7 +11,9 @@
   tie-aware engine as everything else (expected hit rate over tie orders).
 * **Class-count sweep**: sample C classes (seeded, several repeats), recompute Recall@1, MAP@R, mAP,
   grouped Recall@1 and JSD on that subset: Recall@1 and MAP@R fall as C grows; grouped Recall@1
-  stays within its interval; JSD moves little (Oi et al.).
+  stays within its interval; JSD moves little (H. Oi, R. Kawakami and T. Naemura, "Analysis of
+  Evaluation Metrics with the Distance between Positive Pairs and Negative Pairs in Deep Metric
+  Learning").
 * **Generalization gap**: metrics per split and their train - other differences; the grouped
   recall difference gets an interval ``+- z sqrt(se_1^2 + se_2^2)`` (independent splits).
 * **Error-vs-reject curve** (ERC): reject the least confident fraction x of the queries; the error

@@ -1,4 +1,6 @@
-"""Positive/negative similarity histograms and their Jensen-Shannon divergence (Oi et al.)."""
+"""Positive/negative similarity histograms and their Jensen-Shannon divergence, as in
+H. Oi, R. Kawakami and T. Naemura, "Analysis of Evaluation Metrics with the Distance between
+Positive Pairs and Negative Pairs in Deep Metric Learning"."""
 
 from __future__ import annotations
 

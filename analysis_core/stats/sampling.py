@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 METHOD_TEXT = ("stratified random sample of queries (strata: classes, merged where a class would get fewer "
                "than 2 queries; proportional allocation), stratified mean with finite-population correction; "
@@ -133,12 +132,16 @@ def _stratified_mean(y: np.ndarray, strata: np.ndarray, sample: QuerySample) -> 
 
 
 def _t_interval(est: float, var: float, df: float, alpha: float) -> dict:
+    from scipy import stats
+
     half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var) if var > 0 else 0.0
     return {"estimate": est, "low": est - half, "high": est + half, "se": math.sqrt(var), "df": float(df),
             "confidence": 1 - alpha}
 
 
 def _korn_graubard(est: float, var: float, df: float, n: int, alpha: float) -> dict:
+    from scipy import stats
+
     p = min(max(est, 0.0), 1.0)
     n_eff = n if var <= 0 else min(n, p * (1 - p) / var) if 0 < p < 1 else n
     if np.isfinite(df) and df > 0:

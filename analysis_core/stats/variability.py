@@ -99,7 +99,9 @@ def group_column(df: pd.DataFrame) -> pd.Series:
 
 
 def balanced_subsample(df: pd.DataFrame, n_per_group: int, seed: int = 0) -> pd.DataFrame:
-    """The same ``n_per_group`` random queries of each class for every method (Brughi et al. used 5).
+    """The same ``n_per_group`` random queries of each class for every method (Brughi et al. used 5:
+    F. Brughi, D. Gil, L. Badiella, E. Jove Casabella and O. Ramos Terrades, "Exploring the impact
+    of inter-query variability on the performance of retrieval systems").
 
     Queries are drawn per class (seeded) and kept for all methods, so the design stays paired.
     Classes with fewer queries keep all of them.

@@ -17,7 +17,8 @@ def token(n_recall: int = 11) -> cache.Token | None:
     n = int(st.session_state.get(state.QUERY_SAMPLE) or 0)
     return cache.Token(data=loaded[0], similarity=similarity(), ks=ks(), n_recall=n_recall,
                        query_sample=n or None, seed=int(st.session_state.get(state.QUERY_SEED) or 0) if n else 0,
-                       alpha=alpha(), split=split() or None)
+                       alpha=alpha(), split=split() or None,
+                       precision=st.session_state.get(state.PRECISION, "float32"))
 
 
 def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:

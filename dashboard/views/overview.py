@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from analysis_core.metrics.registry import label, metric_table
 from dashboard import components
 from dashboard.views.common import alpha, current
 
@@ -30,21 +31,16 @@ if got is not None:
             u, n = np.unique(getattr(ds, c), return_counts=True)
             extras.append(f"{c}: " + ", ".join(f"{components.literal(a)} ({b})" for a, b in zip(u, n, strict=True)))
     st.caption(f"Source: {components.literal(ds.source)} · similarity: {d['similarity']} · "
+               + ("in float64 · " if d["precision"] == "float64" else "")
                + ("roles given" if ds.role is not None else "leave-one-out")
                + "".join(f" · {e}" for e in extras) + (" · confidences given" if ds.confidence is not None else ""))
     with st.expander("Class sizes"):
         st.bar_chart(pd.Series(sizes).value_counts().sort_index().rename("classes"), x_label="items per class")
 
-    rows = []
-    for m, v in s["methods"].items():
-        row = {"method": m, "mAP": v["map"]["expected"], "mAP−": v["map"]["lower"], "mAP+": v["map"]["upper"],
-               "MAP@R": v["map_at_r"], "R-Prec": v["r_precision"], "P@1": v["precision_at_1"], "MRR": v["mrr"]}
-        row.update({f"R@{k}": x for k, x in v["recall_at_k"].items()})
-        row.update({"JSD": v["jsd"], "mean pos sim": v["mean_pos_similarity"],
-                    "mean neg sim": v["mean_neg_similarity"],
-                    "queries with mixed ties": v["ties"]["share_queries_with_mixed_ties"]})
-        rows.append(row)
-    table = pd.DataFrame(rows)
+    frame = ev.summary_frame().set_index("method")
+    shown = [m.name for m in metric_table(ev.ks) if m.name in frame.columns] + ["share_queries_with_mixed_ties"]
+    table = frame[shown].rename(columns=lambda c: "queries with mixed ties" if c == "share_queries_with_mixed_ties"
+                                else label(c, short=True)).reset_index()
     st.subheader("Summary")
     st.caption("Expected values over tie orders; mAP− / mAP+ are the worst / best tie orders.")
     st.dataframe(table.set_index("method").style.format("{:.4f}"), width="stretch")

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis_core.figures.style import PALETTE, base_layout
+from analysis_core.figures.style import PALETTE, base_layout, plot_text, series_look
 from dashboard import components
 from dashboard.views.common import current
 
@@ -30,10 +30,15 @@ if got is not None:
     if tied.empty:
         st.success("No query of any method has a tie between a positive and a negative: every ranking is exact.")
     else:
-        fig = px.histogram(tied, x="spread", color="method", nbins=40, barmode="overlay",
+        # method names as trace names: escaped, plotly would read HTML in them
+        fig = px.histogram(tied.assign(method=tied["method"].map(plot_text)), x="spread", color="method", nbins=40,
+                           barmode="overlay",
                            color_discrete_sequence=PALETTE)
+        for i, tr in enumerate(fig.data):  # beyond the 8 colours, hatched bars (as everywhere)
+            col, _, _, pattern = series_look(i)
+            tr.marker.color, tr.marker.pattern.shape = col, pattern
         fig.update_layout(**base_layout("AP+ − AP− of the queries with mixed ties"))
-        fig.update_xaxes(title="AP+ − AP−")
+        fig.update_xaxes(title="AP+ − AP−", exponentformat="power")  # not "50μ"
         fig.update_yaxes(title="queries")
         components.figure(fig, "tie_spread", tied[["method", "query", "label", "ap", "ap_lower", "ap_upper", "spread",
                                                   "n_mixed_tie_blocks", "n_tied_negatives"]])

@@ -27,8 +27,9 @@ if got is not None:
     labels = {m.name: m.label for m in summary_metrics(ev.ks)} | {"jsd": "JSD"}
     chosen = st.multiselect("Metrics", list(labels), default=["map", "map_at_r", "precision_at_1", "jsd"],
                             format_func=labels.get) or ["map"]
+    # every figure here names the split in its own title
     components.figure(checkpoint_figure(res.table, split, tuple(chosen)), "checkpoints",
-                      res.table[res.table["metric"].isin(chosen)])
+                      res.table[res.table["metric"].isin(chosen)], split_in_title=True)
     st.caption(f"{100 * (1 - a):g}% t intervals over queries; a star marks each family's best checkpoint.")
     wide = res.table.pivot_table(index=["family", "step", "method"], columns="label", values="value",
                                  sort=False).reset_index()
@@ -40,8 +41,9 @@ if got is not None:
     st.subheader("Mean AP per class and checkpoint")
     for fam in dict.fromkeys(res.class_ap["family"]):
         components.figure(checkpoint_heatmap(res.class_ap, split, fam), f"checkpoint_classes_{fam}".rstrip("_"),
-                          res.class_ap[res.class_ap["family"] == fam])
+                          res.class_ap[res.class_ap["family"] == fam], split_in_title=True)
     st.subheader("Pair similarities over checkpoints")
     jsd = {m: ev.method_summary(m)["jsd"] for m in ev.methods}
     components.figure(histogram_small_multiples(histogram_table(ev).assign(split=split), ev.methods, jsd, split=split),
-                      "histograms_over_checkpoints", pd.DataFrame({"method": list(jsd), "jsd": list(jsd.values())}))
+                      "histograms_over_checkpoints", pd.DataFrame({"method": list(jsd), "jsd": list(jsd.values())}),
+                      split_in_title=True)

@@ -48,6 +48,17 @@ def test_overview_shows_the_cores_numbers_on_demo_data(demo):
     assert metrics["Classes"] == f"{ref['dataset']['n_classes']:,}"
 
 
+def test_precision_setting_gives_the_cores_float64_numbers():
+    at = _open("digits")
+    at.radio(key="precision").set_value("float64").run()
+    assert not at.exception
+    ref = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), precision="float64").summary()
+    shown = at.dataframe[0].value["mAP"].to_dict()
+    for m, v in ref["methods"].items():
+        assert shown[m] == pytest.approx(v["map"]["expected"], abs=1e-12)
+    assert any("in float64" in c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_on_the_many_class_demo(page):
     at = _open("many_classes", page)

@@ -142,7 +142,7 @@ def test_concurrent_identical_requests_run_once():
 def test_the_token_covers_every_setting():
     base = cache.Token("d", "cosine", (1, 2), 11, 300, 0, 0.05)
     fields = {"data": "e", "similarity": "dot", "ks": (1,), "n_recall": 12, "query_sample": None, "seed": 1,
-              "alpha": 0.01}
+              "alpha": 0.01, "precision": "float64"}
     import dataclasses
 
     keys = {dataclasses.replace(base, **{f: v}).key for f, v in fields.items()}

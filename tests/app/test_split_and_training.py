@@ -92,3 +92,9 @@ def test_training_page_shows_checkpoints_in_natural_order_with_intervals():
     row = tests[(tests["family"] == "mlp64") & (tests["metric"] == "map")].iloc[0]
     assert row["best"] == "mlp64_e0" and row["last"] == "mlp64_e30"
     assert np.isfinite(row["ci_low"]) and row["ci_low"] > 0
+    # every figure names the split once in its title (not "(test_unseen) ... [split: test_unseen]")
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3
+    for chart in charts:
+        title = json.loads(chart.proto.spec)["layout"]["title"]["text"]
+        assert title.count(SPLIT) == 1 and "[split:" not in title, title

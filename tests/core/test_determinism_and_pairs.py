@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis_core import Dataset, evaluate
-from analysis_core.engine.core import TILE, run_pass
+from analysis_core.engine.core import PRECISIONS, TILE, run_pass
 
 from .oracle import score_matrix
 
@@ -28,12 +28,13 @@ def _keyed(res):
     return res.values[order], res.pr_curves[order]
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), sim=st.sampled_from(["dot", "euclidean", "cosine"]),
        block=st.sampled_from([1, 700, 5000]), threads=st.sampled_from([1, 2, 3]),
        dup_share=st.sampled_from([0.0, 0.2]), memory_mb=st.sampled_from([1024, 0]))
-def test_row_order_block_size_threads_and_memory_budget_change_nothing(seed, sim, block, threads, dup_share,
-                                                                        memory_mb):
+def test_row_order_block_size_threads_and_memory_budget_change_nothing(precision, seed, sim, block, threads,
+                                                                        dup_share, memory_mb):
     # dup_share = 0 runs the fast kernel for single-item tiles, 0.2 the general one
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))  # several tiles, a ragged last one
@@ -41,10 +42,14 @@ def test_row_order_block_size_threads_and_memory_budget_change_nothing(seed, sim
                       0.0 if sim == "cosine" or dup_share == 0 else 0.1, dup_share)
     if sim == "cosine":
         X[~np.any(X != 0, axis=1)] = 1.0
-    base = run_pass(X, y, similarity=sim, n_threads=2, block_size=4096)
+    if precision == "float64":  # float64 data: half the rows moved by ~1e-9 (near-ties), the others kept
+        X = X.astype(np.float64)
+        X[::2] += 1e-9 * rng.standard_normal(X[::2].shape)
+    base = run_pass(X, y, similarity=sim, n_threads=2, block_size=4096, precision=precision)
     perm = rng.permutation(n)
     # memory_mb = 0 evaluates the queries in chunks of one tile row each (tiles computed twice)
-    other = run_pass(X[perm], y[perm], similarity=sim, n_threads=threads, block_size=block, memory_mb=memory_mb)
+    other = run_pass(X[perm], y[perm], similarity=sim, n_threads=threads, block_size=block, memory_mb=memory_mb,
+                     precision=precision)
     other_items = perm[other.query_items]  # map back to the original rows
     o = np.argsort(other_items)
     v0, c0 = _keyed(base)

@@ -4,10 +4,12 @@ confidences."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pandas as pd
 import pytest
 
 from analysis_core import evaluate, load_files
-from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
+from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
 from analysis_core.export.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
 from analysis_core.export.tables import to_latex
 from analysis_core.report import build_report, write_report
@@ -277,6 +279,53 @@ def test_one_method_three_classes_tables_compile_and_bold_nothing(tmp_path):
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
 
 
+TRAINING = ROOT / "demo_data" / "training.npz"
+
+
+def reduced_training(path: Path, per: int = 8) -> Path:
+    """The training demo with its 10 checkpoints (2 families x 5 epochs), 3 splits (train,
+    test_seen, test_unseen by class) and per-checkpoint confidences, keeping the first ``per``
+    items of every (class, split). ``report --by-split`` on it still takes about a minute of CPU
+    (its fixed costs: the paired tests of 45 pairs x metrics x 4 splits; 4-5 min at load 12 on 2
+    cores), the whole demo 2.5 min of CPU (15 min at that load): ``benchmarks/check_paper_tables.py``
+    runs the same check on the whole demo."""
+    d = np.load(TRAINING)
+    keep = np.zeros(d["labels"].size, bool)
+    for c in np.unique(d["labels"]):
+        for s in np.unique(d["split"]):
+            keep[np.flatnonzero((d["labels"] == c) & (d["split"] == s))[:per]] = True
+    np.savez(path, **{k: d[k][keep] for k in d.files})
+    return path
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_training_demo_by_split_tables_compile_in_two_columns_with_bold_best_and_marks(tmp_path):
+    data = np.load(reduced_training(tmp_path / "training_small.npz"))
+    assert sum(k.startswith("embeddings_") for k in data.files) == 10
+    assert sum(k.startswith("confidence_") for k in data.files) == 10
+    assert set(data["split"]) == {"train", "test_seen", "test_unseen"}
+    out = tmp_path / "rep"
+    # ~1 min of CPU (the paired tests of 10 checkpoints x 3 splits), more on a busy machine
+    r = subprocess.run([sys.executable, "-m", "analysis_core", "report", str(tmp_path / "training_small.npz"),
+                        "--by-split", "--out", str(out), "--format", "", "--sweep-repeats", "1", "--quiet"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1200)
+    assert r.returncode == 0, r.stderr
+    texs = sorted((out / "tables").glob("*.tex"))
+    assert {"summary", "summary_column", "classes", "checkpoints", "checkpoint_tests", "checkpoint_classes", "erc",
+            "generalization", "paired_tests", "pr_band", "histograms"} <= {t.stem for t in texs}
+    uses_longtable = any(r"\begin{longtable}" in t.read_text() for t in texs)
+    log = compile_two_column(texs, tmp_path, ("booktabs", "longtable") if uses_longtable else ("booktabs",))
+    assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+    assert "LaTeX Warning: Float too large" not in log
+    for t in texs:
+        assert all(ord(c) < 128 for c in t.read_text()), t.name
+    tex = (out / "tables" / "summary.tex").read_text()
+    for split in ("all", "train", "test\\_seen", "test\\_unseen"):  # every split with its 10 checkpoints
+        assert sum(line.startswith(f"{split} & ") for line in tex.splitlines()) == 10, split
+    assert r"\textbf{" in tex and r"$^\dagger$" in tex  # best values bold, significance marked
+    assert r"\textbf{" in (out / "tables" / "summary_column.tex").read_text()
+
+
 def test_pr_band_title_names_the_band_and_ten_methods_stay_distinguishable():
     from analysis_core.figures.style import PALETTE, series_look
     from analysis_core.figures.variability import pr_bands_figure
@@ -291,3 +340,79 @@ def test_pr_band_title_names_the_band_and_ten_methods_stay_distinguishable():
     assert len(looks) == 10 and len(set(looks)) == 10  # beyond the 8 colours, dashes and markers differ
     assert {c for c, _, _ in looks} == set(PALETTE)
     assert series_look(8)[0] == series_look(0)[0] and series_look(8)[1:] != series_look(0)[1:]
+
+
+HTML_NAMES = ["<b>base", "con<br>trast", "tri&lt;plet"]  # a tag, a line break, an entity
+
+
+def _strings(obj) -> list[str]:
+    """Every string in a plotly JSON tree (names, categories, titles, annotations, hover)."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list | tuple):
+        return [s for v in obj for s in _strings(v)]
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "OUS":
+        return [str(v) for v in obj.ravel()]
+    return []
+
+
+def test_user_names_are_html_escaped_in_every_report_figure(tmp_path):
+    """Plotly reads HTML in trace names, categories, titles and annotations: method, class and
+    split names given by the user show as written (escaped), in every figure ``report`` makes."""
+    rng = np.random.default_rng(2)
+    labels = np.repeat(np.arange(6), 10)
+    centres = rng.standard_normal((6, 8))
+    classes = np.array(["<i>cat", "dog&amp;", "c2", "c3", "c4", "c5"])[labels]
+    emb = {f"embeddings_{m}_e{s}": (centres[labels] * (1 + i) + rng.standard_normal((60, 8))).astype(np.float32)
+           for i, (m, s) in enumerate([(HTML_NAMES[0], 1), (HTML_NAMES[0], 3), (HTML_NAMES[1], 1), (HTML_NAMES[2], 2)])}
+    p = tmp_path / "html.npz"
+    np.savez(p, labels=classes, split=np.where(labels < 3, "<u>seen", "unseen"), confidence=rng.random(60), **emb)
+    ev = evaluate(load_files([p]))
+    rep = build_report(ev, sweep_repeats=1, by_split=True)
+    assert {"pr_bands", "ap_by_class", "paired_differences", "erc", "histograms_over_checkpoints"} <= set(rep.figures)
+    seen = set()
+    for name, fig in rep.figures.items():
+        text = " ".join(s for s in _strings(fig.to_plotly_json()) if not s.startswith(("#", "rgb")))
+        for raw in ("<b>base", "con<br>trast", "<i>cat", "<u>seen"):
+            assert raw not in text, (name, raw)
+        assert "tri&lt;plet" not in text.replace("&amp;lt;", ""), name  # the entity itself is escaped
+        seen |= {w for w in ("&lt;b&gt;base", "con&lt;br&gt;trast", "tri&amp;lt;plet", "&lt;i&gt;cat",
+                             "&lt;u&gt;seen") if w in text}
+    assert seen == {"&lt;b&gt;base", "con&lt;br&gt;trast", "tri&amp;lt;plet", "&lt;i&gt;cat", "&lt;u&gt;seen"}
+
+
+@needs_tools
+def test_a_figure_renders_the_same_on_the_reused_page_as_on_a_fresh_one(built, monkeypatch):
+    """The page is not reloaded between renders (0.4 s each on a busy machine): a figure drawn
+    after another is the same as on a freshly loaded page (SVG up to plotly's random ids, PDF up
+    to its dates)."""
+    import xml.etree.ElementTree as ET
+
+    import analysis_core.export.figures as export
+
+    ev, rep = built
+    first, second = rep.figures["ap_by_class"], rep.figures["pr_bands"]
+    style = FigureStyle.preset("single")
+
+    def norm(fmt: str, data: bytes) -> bytes:
+        if fmt == "pdf":
+            return re.sub(rb"/(CreationDate|ModDate) ?\(D:[^)]*\)", b"", data)
+        if fmt == "svg":
+            uid = re.search(rb"defs-([0-9a-f]{6})", data).group(1)  # plotly's random ids: the drawing's
+            data = re.sub(rb"trace[0-9a-f]{6}", b"trace", data.replace(uid, b"uid"))  # and each trace's
+            # attributes in a canonical order (a fresh page writes the legend box's size after its style)
+            data = ET.canonicalize(xml_data=data.decode()).encode()
+        return data
+
+    out = {}
+    for every in (1, 1000):  # a reload after each figure (kaleido's default) / none
+        monkeypatch.setattr(export, "RELOAD_EVERY", every)
+        export._RENDERER.close()
+        for fmt in FORMATS:
+            figure_bytes(first, fmt, style)
+            out[every, fmt] = norm(fmt, figure_bytes(second, fmt, style))
+    export._RENDERER.close()
+    for fmt in FORMATS:
+        assert out[1, fmt] == out[1000, fmt], fmt

@@ -40,3 +40,15 @@ def test_the_public_names_still_import_from_the_package():
     assert set(analysis_core.__all__) <= set(dir(analysis_core))
     with pytest.raises(AttributeError):
         analysis_core.no_such_name  # noqa: B018
+
+
+def test_evaluating_arrays_does_not_import_the_statistics_or_plotting_stack():
+    """A training loop calling ``evaluate(X, y).to_dict()`` every few epochs pays for the engine
+    only: no scipy.stats, pandas, statsmodels or plotly."""
+    probe = ("import json, sys, numpy as np\nfrom analysis_core import evaluate\n"
+             "ev = evaluate(np.random.default_rng(0).standard_normal((40, 4)), np.arange(40) % 4)\n"
+             "assert ev.to_dict()['methods']['embeddings']['map']['expected'] > 0\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY[:-1]} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -11,10 +11,11 @@ all do: counting), small and large R, coarse values (exact ties) and optional du
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis_core.engine.core import KERNELS, TILE, run_pass
+from analysis_core.engine.core import KERNELS, PRECISIONS, TILE, run_pass
 
 
 def _mixed_data(rng, n, d, n_classes, dup_share):
@@ -27,18 +28,20 @@ def _mixed_data(rng, n, d, n_classes, dup_share):
     return X.astype(np.float32), y
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n_classes=st.sampled_from([3, 40, 300]),
        roles=st.sampled_from(["loo", "sample", "query_gallery"]), dup_share=st.sampled_from([0.0, 0.05]),
        sim=st.sampled_from(["cosine", "dot"]))
-def test_every_kernel_path_equals_the_general_kernel(seed, n_classes, roles, dup_share, sim):
+def test_every_kernel_path_equals_the_general_kernel(precision, seed, n_classes, roles, dup_share, sim):
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))
     X, y = _mixed_data(rng, n, 6, n_classes, dup_share)  # 3 classes: R ~ 400 (large), 300: R ~ 3
     kw = {"loo": {}, "sample": {"is_query": rng.random(n) < 0.2},
           "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1}}[roles]
     per_query = roles != "loo"
-    runs = {k: run_pass(X, y, similarity=sim, n_bins=32, per_query_pairs=per_query, kernel=k, n_threads=2, **kw)
+    runs = {k: run_pass(X, y, similarity=sim, n_bins=32, per_query_pairs=per_query, kernel=k, n_threads=2,
+                        precision=precision, **kw)
             for k in KERNELS}
     general = runs["general"]
     for k, r in runs.items():

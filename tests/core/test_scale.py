@@ -73,6 +73,13 @@ def test_local_cluster_equals_in_process_bit_for_bit():
         assert evaluate(ds).summary() == evaluate(ds, compute=dc).summary()
         assert (evaluate(ds, query_sample=200, seed=1).summary()
                 == evaluate(ds, query_sample=200, seed=1, compute=dc).summary())
+        # precision float64 on float64 data with near-ties: the workers' dgemm tiles, the same bits
+        X64 = X.astype(np.float64) + 1e-9 * np.random.default_rng(4).standard_normal(X.shape)
+        assert_identical(run_pass(X64, y, precision="float64"), run_pass(X64, y, compute=dc, precision="float64"))
+        kw = {"is_query": role_q, "is_gallery": np.ones(2600, bool), "per_query_pairs": True, "precision": "float64"}
+        a, b = run_pass(Xl.astype(np.float64), yl, **kw), run_pass(Xl.astype(np.float64), yl, compute=dc, **kw)
+        assert_identical(a, b)
+        assert a.query_pair_sums.tobytes() == b.query_pair_sums.tobytes()
 
 
 # ---------------------------------------------------------------- a scheduler and workers as processes

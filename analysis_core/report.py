@@ -67,18 +67,28 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     its own retrieval problem: each table gets the split's rows (column ``split``), each figure a
     per-split twin (``<name>__<split>``). A split where retrieval is impossible is skipped with a
     warning naming it."""
+    return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split)
+
+
+def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None, seed: int, group_size: int,
+           sweep_repeats: int, by_split: bool, split_part: bool = False) -> Report:
+    """:func:`build_report`; ``split_part``: one split's part of a ``by_split`` report, without
+    what the whole report already holds for every split and would drop from the part (the
+    split-aware tables and their figures: histograms, checkpoints, the main table)."""
     rep = Report()
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
     _variability(rep, ev, alpha, band_kind, per_class_n, seed)
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
-    _checkpoints(rep, ev, split_evals, alpha, seed)
-    _paper_tables(rep, ev, split_evals, alpha, seed)
+    if not split_part:
+        _histograms(rep, ev, split_evals)
+        _checkpoints(rep, ev, split_evals, alpha, seed)
+        _paper_tables(rep, ev, split_evals, alpha, seed)
     if ev.dataset.split is not None:
         _label_split(rep, ev.split or "all")
     if by_split and split_evals:
         rep.split_evaluations = split_evals
         for sp, e in split_evals.items():
-            sub = build_report(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats)
+            sub = _build(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, False, split_part=True)
             for name, t in sub.tables.items():
                 if name in _SPLIT_AWARE:
                     continue
@@ -92,6 +102,17 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     elif by_split:
         rep.warnings.append("--by-split asked for, but the data has no usable split: one report over all items.")
     return rep
+
+
+def _histograms(rep: Report, ev: Evaluation, split_evals: dict) -> None:
+    hist = histogram_table(ev, split_evals)
+    rep.tables["histograms"] = hist
+    rep.captions["histograms"] = "Exact positive- and negative-pair similarity histograms (count and density)."
+    for m in ev.methods:
+        part = hist[(hist["method"] == m) & (hist["split"] == "all")]
+        jsd = ev.method_summary(m)["jsd"]
+        title = f"{plot_text(m)}: pair similarities (JSD = {jsd:.3f})"
+        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=title)
 
 
 def _label_split(rep: Report, label: str) -> None:
@@ -168,7 +189,15 @@ def _best_vs_runner_up(evals: dict, alpha: float, seed: int):
     otherwise); one test per column."""
     from .stats.method_tests import metric_paired_tests
 
+    done: dict[tuple, bool | None] = {}  # the two variants of the table ask the same questions
+
     def hook(split: str, metric: str, best: str, runner_up: str) -> bool | None:
+        key = (split, metric, best, runner_up)
+        if key not in done:
+            done[key] = test(*key)
+        return done[key]
+
+    def test(split: str, metric: str, best: str, runner_up: str) -> bool | None:
         ev = evals.get(split)
         if ev is None or metric == "jsd":
             return None
@@ -266,15 +295,6 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     else:
         rep.warnings.append(f"class-count sweep skipped: {n_classes} classes; it needs at least {MIN_SWEEP_CLASSES} "
                             "to show how the metrics move with the number of classes.")
-
-    hist = histogram_table(ev, split_evals)
-    rep.tables["histograms"] = hist
-    rep.captions["histograms"] = "Exact positive- and negative-pair similarity histograms (count and density)."
-    for m in ev.methods:
-        part = hist[(hist["method"] == m) & (hist["split"] == "all")]
-        jsd = ev.method_summary(m)["jsd"]
-        title = f"{plot_text(m)}: pair similarities (JSD = {jsd:.3f})"
-        rep.figures[f"histograms_{m}"] = histogram_figure(part, title=title)
 
     if split_evals:
         ref = "train" if "train" in split_evals else sorted(split_evals)[0]

@@ -82,20 +82,25 @@ def report_archive(ev: Evaluation, key: str, alpha: float) -> None:
     zkey = ("zip", key, ev.similarity, ev.ks, alpha, style, formats)
     if st.button("Prepare the archive"):
         with st.spinner("Computing every analysis and rendering figures…"):
-            rep = build_report(ev, alpha=alpha)
-            buf = io.BytesIO()
-            with tempfile.TemporaryDirectory() as tmp:
-                written = write_report(ev, rep, Path(tmp), formats, style)
-                with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-                    for p in written:
-                        z.write(p, p.relative_to(tmp))
-            st.session_state[ARCHIVE] = (zkey, buf.getvalue())  # one archive kept: the latest settings
+            st.session_state[ARCHIVE] = (zkey, archive_bytes(ev, alpha, formats, style))  # the latest settings
     made = st.session_state.get(ARCHIVE)
     if made is not None and made[0] == zkey:
         st.download_button("Download all (ZIP)", made[1], "retrieval_report.zip", "application/zip",
                            on_click="ignore", type="primary")
     else:
         st.caption(f"Figures at {style.width_in:g} in wide, {style.font_size:g} pt, PNG at {style.dpi} dpi.")
+
+
+def archive_bytes(ev: Evaluation, alpha: float, formats: tuple[str, ...], style: FigureStyle) -> bytes:
+    """The report's files (:func:`~analysis_core.report.build_report` of ``ev``) as one ZIP."""
+    rep = build_report(ev, alpha=alpha)
+    buf = io.BytesIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        written = write_report(ev, rep, Path(tmp), formats, style)
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in written:
+                z.write(p, p.relative_to(tmp))
+    return buf.getvalue()
 
 
 def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int | None = None) -> None:

@@ -98,3 +98,33 @@ def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired
     assert res.mixed.table["term"].tolist() == ["Intercept"] + [f"method[e{i}]" for i in range(1, 7)]
     assert res.mixed.table["p_value"].notna().all()
     assert res.mixed.n_obs == 7 * n_queries
+
+
+def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
+    from statsmodels.stats.multitest import multipletests
+
+    from analysis_core.stats.method_tests import holm_adjust
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 7, 45, 200):
+        for p in (rng.uniform(0, 1, n), rng.uniform(0, 0.01, n), np.round(rng.uniform(0, 1, n), 1)):
+            assert holm_adjust(p).tobytes() == multipletests(p, method="holm")[1].tobytes()
+
+
+def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unchanged():
+    from analysis_core.stats import method_tests as mt
+    from analysis_core.stats.variability import clean_values
+
+    rng = np.random.default_rng(2)
+    rows = [(m, q, v) for q in range(30) for m in ("b", "a", "c10", "c9") if rng.random() < 0.8
+            for v in [rng.random() if rng.random() > 0.1 else np.nan]]
+    df = pd.DataFrame(rows + rows[:7], columns=["method", "query", "value"])  # repeated rows: the first counts
+    wide = clean_values(df, "value").pivot_table(index="query", columns="method", values="value", aggfunc="first")
+    expected = [(a, b, wide[[a, b]].dropna()) for a, b in itertools.combinations(sorted(wide.columns), 2)]
+    got = list(mt._pairs(df, "value"))
+    assert [(a, b) for a, b, _, _ in got] == [(a, b) for a, b, _ in expected]
+    for (_, _, va, vb), (a, b, both) in zip(got, expected, strict=True):
+        assert va.tobytes() == both[a].to_numpy().tobytes() and vb.tobytes() == both[b].to_numpy().tobytes()
+    d = rng.normal(0, 1, (40, 3))
+    first = mt.sign_flip_p_values(d, 2000, seed=1)[0]
+    assert (40, 2000, 1) in mt._SIGN_CACHE and mt.sign_flip_p_values(d, 2000, seed=1)[0].tobytes() == first.tobytes()

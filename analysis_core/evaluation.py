@@ -300,8 +300,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         rows = np.nonzero(ds.split == split)[0]
     sampled_from = None
     if max_classes is not None:
-        from .stats.class_count import sample_classes
-
+        from .stats.class_sweep import sample_classes
         if max_classes < 2:
             raise InputError("settings", f"max_classes = {max_classes}: retrieval needs two classes.",
                              "use at least 2.")
@@ -341,8 +340,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                               compute=compute, per_query_pairs=qs is not None, precision=precision)
     grouped = None
     if group_size is not None:
-        from .stats.class_count import grouped_recall
-
+        from .stats.grouped_recall import grouped_recall
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha)
                    for m in names}

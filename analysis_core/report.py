@@ -22,19 +22,20 @@ from .export.figures import FigureStyle, write_figures
 from .export.paper_tables import paper_latex
 from .export.tables import json_text, write_per_query, write_table
 from .figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
-from .figures.class_count import (
-    erc_figure,
-    generalization_figure,
-    grouped_recall_by_size_figure,
-    histogram_figure,
-    sweep_figure,
-)
+from .figures.class_sweep import sweep_figure
+from .figures.error_reject import erc_figure
+from .figures.generalization import generalization_figure
+from .figures.grouped_recall import grouped_recall_by_size_figure
+from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.analysis import analyse
 from .stats.bands import pr_bands
 from .stats.checkpoints import checkpoint_analysis
-from .stats.class_count import class_count_sweep, error_reject_curve, grouped_recall, split_generalization
+from .stats.class_sweep import class_count_sweep
+from .stats.error_reject import error_reject_curve
+from .stats.generalization import split_generalization
+from .stats.grouped_recall import grouped_recall
 from .stats.histograms import histogram_table
 from .stats.variability import ap_frame, class_summary, metric_frame
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from analysis_core import evaluate, load_files
-from analysis_core.stats.class_count import class_count_sweep, default_class_counts
+from analysis_core.stats.class_sweep import class_count_sweep, default_class_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -41,7 +41,7 @@ from analysis_core.io import validate
 from analysis_core.stats.analysis import VariabilityAnalysis, analyse
 from analysis_core.stats.bands import pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
-from analysis_core.stats.class_count import class_count_sweep
+from analysis_core.stats.class_sweep import class_count_sweep
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
 _REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..figures.class_sweep import SWEEP_METRICS
 from ..metrics.registry import by_name, get_key
 from ..metrics.registry import label as metric_label
 from .number_format import format_value
@@ -82,7 +83,7 @@ def _histograms(df: pd.DataFrame, caption: str, label: str) -> str:
 
 
 def _class_sweep(df: pd.DataFrame, caption: str, label: str) -> str:
-    metrics = [m for m in ("recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd") if m in df.columns]
+    metrics = [m for m in SWEEP_METRICS if m in df.columns]
     s = df.groupby(["method", "n_classes"], sort=False)[metrics].mean().reset_index()
     return to_latex(label=label, df=s, caption=caption + " Mean over repeats.", headers=HEADERS)
 

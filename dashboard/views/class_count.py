@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis_core.figures.class_count import sweep_figure
+from analysis_core.figures.class_sweep import SWEEP_METRICS, sweep_figure
 from dashboard import cache, components
 from dashboard.views.common import alpha, current, items
 
@@ -22,7 +22,7 @@ def class_sweep(key, ds, method: str) -> None:
     sw = cache.sweep(key, ds, method, sweep_s, repeats)
     title = f"Metrics against the number of classes ({components.plot_text(method)})"
     components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
-    st.dataframe(sw.groupby("n_classes")[["recall_at_1", "map_at_r", "map", "grouped_recall_at_1", "jsd"]]
+    st.dataframe(sw.groupby("n_classes")[list(SWEEP_METRICS)]
                  .agg(["mean", "std"]).round(4), width="stretch")
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis_core.figures.class_count import erc_figure
-from analysis_core.stats.class_count import error_reject_curve
+from analysis_core.figures.error_reject import erc_figure
+from analysis_core.stats.error_reject import error_reject_curve
 from dashboard import components
 from dashboard.views.common import current
 

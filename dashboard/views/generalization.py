@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis_core.figures.class_count import generalization_figure
-from analysis_core.stats.class_count import split_generalization
+from analysis_core.figures.generalization import generalization_figure
+from analysis_core.stats.generalization import split_generalization
 from dashboard import components
 from dashboard.views.common import alpha, current, split_evaluations
 

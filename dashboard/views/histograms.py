@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis_core.figures.class_count import histogram_figure
+from analysis_core.figures.histograms import histogram_figure
 from analysis_core.stats.histograms import histogram_table
 from dashboard import components
 from dashboard.views.common import current, split_evaluations

@@ -13,7 +13,9 @@ from scipy.spatial.distance import jensenshannon
 
 from analysis_core import Dataset, evaluate, load_files
 from analysis_core.engine.core import run_pass
-from analysis_core.stats.class_count import class_count_sweep, error_reject_curve, grouped_recall
+from analysis_core.stats.class_sweep import class_count_sweep
+from analysis_core.stats.error_reject import error_reject_curve
+from analysis_core.stats.grouped_recall import grouped_recall
 from analysis_core.stats.histograms import histogram_table, jensen_shannon
 
 from .oracle import leave_one_out_rows, ranking_metrics, score_matrix
@@ -161,8 +163,7 @@ def test_grouped_recall_interval_covers_with_few_groups_and_stays_in_0_1():
 
 def test_grouped_recall_chance_level_equals_random_rankings():
     """The chance level equals a Monte-Carlo estimate: random scores, same class sizes."""
-    from analysis_core.stats.class_count import chance_hit_rate
-
+    from analysis_core.stats.grouped_recall import chance_hit_rate
     sizes = np.array([2, 3, 5, 4])
     y = np.repeat(np.arange(sizes.size), sizes)
     n = y.size
@@ -180,3 +181,20 @@ def test_grouped_recall_chance_level_equals_random_rankings():
     gr = grouped_recall(X, y, group_size=4, ks=(1, 2))
     assert gr.table.set_index("k")["chance"].to_dict() == pytest.approx(
         {1: chance_hit_rate(sizes, 1), 2: chance_hit_rate(sizes, 2)})
+
+
+def test_grouped_recall_and_erc_results_have_summary_frames_that_agree_with_their_fields():
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(12), 6)
+    X = (np.eye(12, 16)[y] * 1.5 + rng.standard_normal((y.size, 16))).astype(np.float32)
+    g = grouped_recall(X, y, group_size=4, ks=(1, 2), seed=1)
+    f = g.summary_frame()
+    block = g.summary_dict()["k"]
+    assert list(f["k"]) == [1, 2] and (f["group_size"] == 4).all()
+    for r in f.itertuples():
+        assert r.mean == pytest.approx(block[str(r.k)]["mean"], abs=0)
+    conf = rng.random(30)
+    ap = rng.random(30)
+    e = error_reject_curve(conf, ap, (ap > 0.5).astype(float), error="ap")
+    row = e.summary_frame().iloc[0]
+    assert row["auc"] == e.auc and row["spearman"] == e.spearman and row["error"] == "ap"

@@ -271,8 +271,7 @@ def test_error_reject_curve_is_the_expectation_over_orders_of_equal_confidence(i
     (ties in any order) and average the kept error — equal to the curve, for every cut."""
     import itertools
 
-    from analysis_core.stats.class_count import error_reject_curve
-
+    from analysis_core.stats.error_reject import error_reject_curve
     conf = np.array([c for c, _ in items])
     p1 = np.array([p for _, p in items])
     n = conf.size

@@ -1,0 +1,76 @@
+"""Error-vs-reject curve (ERC): reject the least confident fraction x of the queries; the error
+(1 - P@1, or 1 - AP) of the rest, against x; its area; the oracle curve rejecting by true error;
+Spearman's correlation of confidence with AP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class ErrorRejectCurve:
+    """``curve``: fraction_rejected, n_kept, error, oracle_error, random_error. ``auc`` /
+    ``oracle_auc``: the areas under them over the rejected fraction (trapezoid). ``spearman``:
+    rank correlation of confidence with AP, and its p-value (NaN when undefined: ``note`` says
+    why)."""
+
+    curve: pd.DataFrame
+    auc: float
+    oracle_auc: float
+    spearman: float
+    spearman_p: float
+    error_kind: str
+    note: str = ""
+
+    def summary_frame(self) -> pd.DataFrame:
+        """One row: the error kind, the areas, Spearman's rho and p, and the note."""
+        return pd.DataFrame([{"error": self.error_kind, "auc": self.auc, "oracle_auc": self.oracle_auc,
+                              "spearman": self.spearman, "spearman_p": self.spearman_p, "note": self.note}])
+
+
+def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarray, error: str = "p@1",
+                       n_points: int = 101) -> ErrorRejectCurve:
+    """Error of the kept queries after rejecting the least confident fraction x (x on a grid of
+    ``n_points`` in [0, 1), keeping at least one query); the oracle rejects the largest errors
+    first; random rejection keeps the overall error. Queries of equal confidence are rejected in
+    random order, so where the cut falls inside a run of equal confidences the curve is the
+    **expected** error over those orders: the curve depends on the confidences, never on row
+    order (a constant confidence gives a flat curve at the overall error)."""
+    confidence = np.asarray(confidence, np.float64)
+    e = 1.0 - (np.asarray(p_at_1, np.float64) if error == "p@1" else np.asarray(ap, np.float64))
+    n = e.size
+    if n == 0:
+        empty = pd.DataFrame(columns=["fraction_rejected", "n_kept", "error", "oracle_error", "random_error"])
+        return ErrorRejectCurve(empty, math.nan, math.nan, math.nan, math.nan, error,
+                                "undefined: no scored query (every query is lone).")
+    order = np.argsort(-confidence, kind="stable")  # most confident first
+    c, es = confidence[order], e[order]
+    starts = np.r_[True, c[1:] != c[:-1]]
+    block = np.cumsum(starts) - 1
+    first = np.nonzero(starts)[0]
+    block_mean = np.add.reduceat(es, first) / np.diff(np.r_[first, n])
+    cum_before = np.r_[0.0, np.cumsum(es)][first]  # error of the queries ahead of each block
+    kept = np.arange(1, n + 1)
+    expected_sum = cum_before[block] + (kept - first[block]) * block_mean[block]
+    oracle = np.cumsum(np.sort(e)) / kept  # smallest errors kept first
+    fractions = np.linspace(0, 1, n_points, endpoint=False)
+    n_keep = np.maximum(n - np.floor(fractions * n).astype(int), 1)
+    curve = pd.DataFrame({"fraction_rejected": fractions, "n_kept": n_keep,
+                          "error": expected_sum[n_keep - 1] / n_keep, "oracle_error": oracle[n_keep - 1],
+                          "random_error": float(e.mean()) if n else np.nan})
+    note = ""
+    if n and np.ptp(confidence) == 0:
+        note = "Spearman undefined: the confidence is constant; the curve is flat at the overall error."
+    elif n < 3:
+        note = f"Spearman undefined: {n} queries."
+    elif np.ptp(ap) == 0:
+        note = "Spearman undefined: AP is the same for every query."
+    rho, p = (math.nan, math.nan) if note else stats.spearmanr(confidence, ap)
+    return ErrorRejectCurve(curve, float(np.trapezoid(curve["error"], fractions)),
+                            float(np.trapezoid(curve["oracle_error"], fractions)), float(rho), float(p), error, note)

@@ -1,0 +1,129 @@
+"""Grouped Recall@K (M. Zhdanov and I. Karpukhin; see the README's references): classes are
+partitioned at random (seeded) into groups of S; Recall@K is computed on each group's items only
+and averaged over groups: ``GR@K_S = (1/G) sum_g R@K(D_g)``. Each group is a retrieval problem
+with S classes whatever the dataset's size, so the value depends on S, not on the number of
+classes; groups are independent, so ``CI = mean +- t_{1-alpha/2, G-1} sd_groups / sqrt(G)``,
+clipped to [0, 1] (Student t rather than the paper's normal approximation: with 3-5 groups a z
+interval undercovers). Beside it, the chance level: the expected Recall@K of a random ranking
+within groups of these class sizes. Classes left over (``n_classes mod S``) are dropped and
+counted. Recall@K within a group comes from the same tie-aware engine as everything else
+(expected hit rate over tie orders).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..engine.core import run_pass
+
+
+@dataclass(frozen=True)
+class GroupedRecall:
+    """``table``: one row per k with mean, sd (over groups), ci_low, ci_high, n_groups,
+    repeat_sd (spread of the partition means over repeats). ``per_group``: repeat, group, k,
+    recall, n_queries."""
+
+    group_size: int
+    alpha: float
+    repeats: int
+    n_dropped_classes: int
+    table: pd.DataFrame
+    per_group: pd.DataFrame
+
+    def summary_frame(self) -> pd.DataFrame:
+        """One row per k: group_size, k, mean, its interval, chance level, groups (a copy)."""
+        return self.table.assign(group_size=self.group_size, alpha=self.alpha, repeats=self.repeats,
+                                 n_dropped_classes=self.n_dropped_classes)
+
+    def summary_dict(self) -> dict:
+        """The ``grouped_recall_at_k`` block of ``summary.json`` (NaN -> None)."""
+        def clean(v: float):
+            return None if v is None or not math.isfinite(v) else float(v)
+
+        return {"group_size": self.group_size, "n_groups": int(self.table["n_groups"].iloc[0]),
+                "n_dropped_classes": self.n_dropped_classes, "repeats": self.repeats, "alpha": self.alpha,
+                "interval": "Student t over groups (G - 1 df), clipped to [0, 1]",
+                "k": {str(int(r.k)): {"mean": clean(r.mean), "ci_low": clean(r.ci_low), "ci_high": clean(r.ci_high),
+                                      "chance": clean(r.chance)}
+                      for r in self.table.itertuples()}}
+
+
+def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
+    for r in range(repeats):
+        perm = np.random.default_rng([seed, r]).permutation(classes)
+        n_groups = perm.size // group_size
+        yield r, perm[: n_groups * group_size].reshape(n_groups, group_size)
+
+
+def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
+                   similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05) -> GroupedRecall:
+    """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
+
+    With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
+    is the mean of the partition means, the interval uses the average single-partition standard
+    error, and ``repeat_sd`` reports how much the partition itself moves the value.
+    """
+    codes = np.asarray(codes)
+    classes = np.unique(codes)
+    if group_size < 1:
+        raise ValueError("group_size must be at least 1")
+    ks = tuple(sorted({int(k) for k in ks}))
+    rows = []
+    for r, groups in _partitions(classes, group_size, seed, repeats):
+        for g, members in enumerate(groups):
+            idx = np.nonzero(np.isin(codes, members))[0]
+            res = run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1)
+            scored = res.values[:, 0] > 0
+            sizes = np.unique(codes[idx], return_counts=True)[1]
+            for k in ks:
+                col = res.columns.index(f"recall_at_{k}")
+                v = res.values[scored, col]
+                rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
+                                 n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
+    per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
+    out = []
+    for k in ks:
+        part = per_group[(per_group["k"] == k)].dropna(subset=["recall"])
+        by_rep = part.groupby("repeat")["recall"]
+        means = by_rep.mean()
+        n_groups = int(by_rep.size().min()) if len(part) else 0
+        m = float(means.mean()) if len(means) else np.nan
+        lo = hi = sd = np.nan
+        if n_groups > 1:
+            sd = float(by_rep.std(ddof=1).mean())
+            se = float((by_rep.std(ddof=1) / np.sqrt(by_rep.size())).mean())
+            half = stats.t.ppf(1 - alpha / 2, n_groups - 1) * se
+            lo, hi = max(0.0, m - half), min(1.0, m + half)
+        out.append(dict(k=k, mean=m, sd=sd, ci_low=lo, ci_high=hi, n_groups=n_groups,
+                        repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,
+                        chance=float(part["chance"].mean()) if len(part) else np.nan))
+    return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
+                         else int(classes.size), pd.DataFrame(out), per_group)
+
+
+def chance_hit_rate(class_sizes: np.ndarray, k: int) -> float:
+    """Expected Recall@K (hit rate) of a random ranking, leave-one-out, over the queries of items in
+    classes of these sizes: a query of a class of n items has R = n - 1 positives among the N - 1
+    other items, and misses all of them in its top K with the hypergeometric probability
+    ``C(N - 1 - R, K) / C(N - 1, K)``. Queries without a positive (n = 1) are not scored."""
+    from scipy.special import gammaln
+
+    sizes = np.asarray(class_sizes, np.int64)
+    N = int(sizes.sum())
+    R = sizes[sizes > 1] - 1
+    if R.size == 0:
+        return float("nan")
+    kk = min(k, N - 1)
+    neg = N - 1 - R
+
+    def log_comb(a, b):
+        return gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)
+
+    miss = np.where(neg >= kk, np.exp(log_comb(neg, kk) - log_comb(N - 1, kk)), 0.0)
+    hit = 1.0 - miss
+    return float(np.sum(hit * (R + 1)) / np.sum(R + 1))  # each class contributes its n = R + 1 queries

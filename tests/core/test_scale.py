@@ -24,6 +24,7 @@ from analysis_core.engine.distributed import DaskCompute  # noqa: E402
 from analysis_core.errors import ComputeError  # noqa: E402
 from analysis_core.evaluation import evaluate  # noqa: E402
 from analysis_core.io import load_files  # noqa: E402
+from analysis_core.metrics.registry import get_key, metric_table  # noqa: E402
 from analysis_core.stats.sampling import stratified_sample  # noqa: E402
 from analysis_core.stats.variability import ap_frame, class_summary  # noqa: E402
 
@@ -210,16 +211,11 @@ def test_unreachable_scheduler_exits_3_and_writes_nothing(tmp_path, capsys):
 
 # ---------------------------------------------------------------- query sampling
 
-def _flat(summary: dict) -> dict[str, float]:
-    """The full run's value of every metric that gets an interval under sampling."""
-    out = {"map": summary["map"]["expected"], "map_lower": summary["map"]["lower"],
-           "map_upper": summary["map"]["upper"],
-           "share_queries_with_mixed_ties": summary["ties"]["share_queries_with_mixed_ties"]}
-    for k in ("map_at_r", "r_precision", "precision_at_1", "mrr", "jsd", "mean_pos_similarity",
-              "mean_neg_similarity"):
-        out[k] = summary[k]
-    for kind in ("recall_at_k", "precision_at_k"):
-        out.update({f"{kind[:-2]}_{k}": v for k, v in summary[kind].items()})
+def _flat(summary: dict, ks: tuple[int, ...]) -> dict[str, float]:
+    """The full run's value of every metric that gets an interval under sampling: every metric
+    of the registry, and the share of queries with mixed ties."""
+    out = {m.name: get_key(summary, m.key) for m in metric_table(ks)}
+    out["share_queries_with_mixed_ties"] = summary["ties"]["share_queries_with_mixed_ties"]
     return out
 
 
@@ -230,7 +226,8 @@ def test_sampled_intervals_cover_the_exact_values(name, n):
     statistics are nonlinear: ratio and bootstrap intervals)."""
     ds = load_files([str(DEMO / name)])
     m = ds.methods[0]
-    exact = _flat(evaluate(ds, methods=[m]).summary()["methods"][m])
+    full = evaluate(ds, methods=[m])
+    exact = _flat(full.summary()["methods"][m], full.ks)
     covered = dict.fromkeys(exact, 0)
     for seed in range(100):
         s = evaluate(ds, methods=[m], query_sample=n, seed=seed).summary()

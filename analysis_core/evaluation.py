@@ -27,7 +27,7 @@ LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
 
 
-def _fmean(x: np.ndarray) -> float:
+def fsum_mean(x: np.ndarray) -> float:
     """Mean with an exactly rounded sum (math.fsum): independent of the order of the queries."""
     x = np.asarray(x, np.float64)
     return math.fsum(x.tolist()) / x.size if x.size else float("nan")
@@ -141,7 +141,7 @@ class Evaluation:
         st = None  # stratum of each scored query, with query sampling
         if self.query_sample is None:
             def mean(c: str, key: str) -> float:
-                return _fmean(col[c])
+                return fsum_mean(col[c])
         else:
             qs = self.query_sample
             stratum = np.full(self.rows.size, -1, np.int64)

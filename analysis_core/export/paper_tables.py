@@ -180,7 +180,7 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
     rows = []
     for split, ev in evals.items():
         s = ev.summary()["methods"]
-        ks = [int(k) for k in next(iter(s.values()))["recall_at_k"]]
+        ks = list(ev.ks)
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
         reg = by_name(ev.ks)
         for m in ev.methods:

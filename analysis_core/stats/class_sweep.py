@@ -7,18 +7,13 @@ Deep Metric Learning").
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
+from ..evaluation import fsum_mean
 from .grouped_recall import grouped_recall
 from .histograms import jensen_shannon
-
-
-def _fmean(v: np.ndarray) -> float:
-    return math.fsum(v.tolist()) / v.size if v.size else float("nan")
 
 
 def sample_classes(codes: np.ndarray, n_classes: int, seed: int = 0) -> np.ndarray:
@@ -56,8 +51,8 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
         col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
         gr = grouped_recall(X[idx], codes[idx], group_size=group_size, ks=(1,), similarity=similarity,
                             seed=seed + r).table.iloc[0]
-        rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=_fmean(col["recall_at_1"]),
-                         map_at_r=_fmean(col["map_at_r"]), map=_fmean(col["ap"]), grouped_recall_at_1=gr["mean"],
+        rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=fsum_mean(col["recall_at_1"]),
+                         map_at_r=fsum_mean(col["map_at_r"]), map=fsum_mean(col["ap"]), grouped_recall_at_1=gr["mean"],
                          grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
                          jsd=jensen_shannon(res.hist_pos, res.hist_neg)))
     return pd.DataFrame(rows)

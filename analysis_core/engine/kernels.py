@@ -342,3 +342,10 @@ def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, g
             bump(uslot[ub], x, uoff, uvals, gt, eq)
     sums[0] = spos
     sums[1] = sneg
+
+
+def load_compiled_code() -> None:
+    """Start numba in this process (its first call costs ~0.5 s: target set-up and imports) by
+    loading one small kernel's cached machine code, with the argument types the pass uses."""
+    thr = np.zeros(1, np.float32)
+    distinct_thresholds(thr, np.array([0, 1], np.int64))

@@ -129,7 +129,7 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
                          qacc[w][1], st.fixed_point_scale)
         else:
             search = st.kernel == "search"  # else the queries are ranked by rank_tile, after binning
-            if st.leave_one_out and not st.per_query_pairs:
+            if not st.per_query_pairs and one_direction_tile(st, i, j):
                 K.count_tile_loo(S, a0, b0, i == j, vl, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width, sums,
                                  cand_buf[w], pairs, search)
             else:
@@ -156,6 +156,15 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
         out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
         q0, v0 = q1, v1
     return out, sum(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def one_direction_tile(setup: Setup, i: int, j: int) -> bool:
+    """Whether every pair of tile (i, j) is a (query, gallery) pair and every query in it ranks all of
+    the other tile's items: leave-one-out tiles, and a query-only tile against a gallery-only one
+    (a query/gallery split). Such tiles need no role checks (:func:`.kernels.count_tile_loo`)."""
+    aq, ag, hq = setup.tile_all_query, setup.tile_all_gallery, setup.tile_has_query
+    every_pair = (aq[i] and ag[j]) or (ag[i] and aq[j])
+    return bool(every_pair and (ag[j] or not hq[i]) and (ag[i] or not hq[j]))
 
 
 def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray]:

@@ -42,6 +42,8 @@ def rank_tile(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, 
     reaches its query's lowest positive score."""
     na, nb = S.shape
     rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, always_count)
+    if np.min(uqmin[b0:b0 + nb]) == np.inf:
+        return  # no column is a query being ranked (a gallery-only tile): no pass over the tile
     col_max = np.full(nb, -np.inf, S.dtype)
     for a in range(na):
         row = S[a]

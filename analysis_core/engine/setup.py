@@ -51,6 +51,8 @@ class Setup:
     tile_has_shared_vector: np.ndarray  # per tile: holds a vector of several items (general kernel)
     tile_has_query: np.ndarray
     tile_has_gallery: np.ndarray
+    tile_all_query: np.ndarray  # per tile: every item of its vectors is a query
+    tile_all_gallery: np.ndarray  # ... is in the gallery
     same_class_tiles: np.ndarray  # (P, 2) tile pairs I <= J holding a same-class pair
     ks: np.ndarray
     n_recall: int
@@ -116,6 +118,9 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_has_query[item_u[q_pos] // TILE] = True
     tile_has_gallery = np.zeros(n_tiles, bool)
     tile_has_gallery[item_u[np.nonzero(g_c)[0]] // TILE] = True
+    item_tile = item_u // TILE
+    tile_all_query = np.bincount(item_tile[~q_c], minlength=n_tiles) == 0
+    tile_all_gallery = np.bincount(item_tile[~g_c], minlength=n_tiles) == 0
     pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist())
     h = hashlib.blake2b(digest_size=16)
@@ -131,6 +136,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
         vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
         tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, tile_has_gallery=tile_has_gallery,
+        tile_all_query=tile_all_query, tile_all_gallery=tile_all_gallery,
         same_class_tiles=pos_pairs, ks=ks_arr,
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
         metric_cutoffs=metric_cutoffs, token=h.hexdigest(),

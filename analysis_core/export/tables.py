@@ -16,10 +16,29 @@ _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
+def _arrow_column(a: np.ndarray):
+    """One column as an Arrow array, built from its buffers: ``pyarrow.array`` on a NumPy array
+    imports pandas (0.4 s), which the command line's path does not otherwise need."""
+    import pyarrow as pa
+
+    a = np.asarray(a)
+    if a.dtype.kind == "b":
+        bits = pa.py_buffer(np.packbits(a, bitorder="little"))
+        return pa.Array.from_buffers(pa.bool_(), a.size, [None, bits])
+    if a.dtype.kind in "iuf":
+        a = np.ascontiguousarray(a, a.dtype.newbyteorder("="))
+        return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), a.size, [None, pa.py_buffer(a)])
+    data = [str(v).encode("utf-8") for v in a.tolist()]
+    offsets = np.zeros(len(data) + 1, np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_string(), len(data), [None, pa.py_buffer(offsets),
+                                                                pa.py_buffer(b"".join(data))]).cast(pa.string())
+
+
 def _arrow(columns: dict[str, np.ndarray]):
     import pyarrow as pa
 
-    return pa.table({c: (a.astype(str) if a.dtype.kind in "OUS" else a) for c, a in columns.items()})
+    return pa.Table.from_arrays([_arrow_column(a) for a in columns.values()], names=list(columns))
 
 
 def write_per_query(columns: dict[str, np.ndarray], out: Path) -> None:

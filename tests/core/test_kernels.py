@@ -2,7 +2,8 @@
 
 Paths (chosen per tile and per query row, see ``analysis_core.engine.kernels``): the general
 kernel (tiles with exact duplicate vectors, and ``kernel="general"``); the leave-one-out and roles
-kernels with in-loop binary search (``kernel="search"``); ``rank_tile`` counting per threshold
+kernels with in-loop binary search (the leave-one-out kernel also serves tiles of query-only
+against gallery-only items) (``kernel="search"``); ``rank_tile`` counting per threshold
 (``kernel="count"``) and, by default (``"auto"``), counting or search per query row by cost.
 The data mix easy classes (few negatives reach a positive: search) with near-chance ones (nearly
 all do: counting), small and large R, coarse values (exact ties) and optional duplicates.
@@ -16,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis_core.engine.core import KERNELS, PRECISIONS, TILE, run_pass
+from analysis_core.engine.phases import one_direction_tile
+from analysis_core.engine.setup import prepare
 
 
 def _mixed_data(rng, n, d, n_classes, dup_share):
@@ -31,15 +34,20 @@ def _mixed_data(rng, n, d, n_classes, dup_share):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n_classes=st.sampled_from([3, 40, 300]),
-       roles=st.sampled_from(["loo", "sample", "query_gallery"]), dup_share=st.sampled_from([0.0, 0.05]),
+       roles=st.sampled_from(["loo", "sample", "query_gallery", "split"]), dup_share=st.sampled_from([0.0, 0.05]),
        sim=st.sampled_from(["cosine", "dot"]))
 def test_every_kernel_path_equals_the_general_kernel(precision, seed, n_classes, roles, dup_share, sim):
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))
     X, y = _mixed_data(rng, n, 6, n_classes, dup_share)  # 3 classes: R ~ 400 (large), 300: R ~ 3
     kw = {"loo": {}, "sample": {"is_query": rng.random(n) < 0.2},
-          "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1}}[roles]
-    per_query = roles != "loo"
+          "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1},
+          "split": {"is_query": (q := rng.random(n) < 0.4), "is_gallery": ~q}}[roles]
+    per_query = roles in ("sample", "query_gallery")
+    if roles == "split" and dup_share == 0:  # a query-only tile against gallery-only ones: the role-free kernel
+        setup = prepare(X, y, similarity=sim, precision=precision, **kw)
+        assert any(one_direction_tile(setup, i, j) and not (setup.tile_all_query[j] and setup.tile_all_gallery[j])
+                   for i in range(setup.n_tiles) for j in range(i, setup.n_tiles))
     runs = {k: run_pass(X, y, similarity=sim, n_bins=32, per_query_pairs=per_query, kernel=k, n_threads=2,
                         precision=precision, **kw)
             for k in KERNELS}

@@ -229,12 +229,13 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
 
 @njit(cache=True, nogil=True)
 def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, hist, lo, inv_width, sums, cand,
-                   count_pairs, rank):
-    """Phase 2 for the common tile: leave-one-out and one item per unique vector in both the
-    tile's rows and columns. Same results as :func:`count_tile`, about three times faster: the hot
-    loop only bins the pair and flags the negatives that reach a positive's score (``cand``, a
-    per-worker buffer of at least ``S.size`` rows), which are ranked afterwards by binary search.
-    ``rank = False``: bin only (the negatives are ranked by :func:`rank_rows`)."""
+                   count_pairs):
+    """Phase 2 of ``kernel="search"`` for tiles of one item per vector whose every pair is a
+    (query, gallery) pair (:func:`.phases.one_direction_tile`). Same results as :func:`count_tile`,
+    about three times faster: the hot loop only bins the pair and flags the negatives that reach a
+    positive's score (``cand``, a per-worker buffer of at least ``S.size`` rows), which are ranked
+    afterwards by binary search. (The default kernel bins such tiles with
+    :func:`.binning.bin_tile` and ranks them with :func:`.ranking.rank_tile`.)"""
     na, nb = S.shape
     top = hist.shape[2] - 1
     spos = 0.0
@@ -258,7 +259,7 @@ def count_tile_loo(S, a0, b0, diag, ulab, uslot, uqmin, uoff, uvals, gt, eq, his
                 if count_pairs:
                     hist[0, b & 3, min(max(int((x - lo) * inv_width), 0), top)] += 1
                     sn += x
-                if rank and (x >= ma or x >= uqmin[ub]):
+                if x >= ma or x >= uqmin[ub]:
                     cand[nc, 0] = a
                     cand[nc, 1] = b
                     nc += 1

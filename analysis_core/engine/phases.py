@@ -11,6 +11,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import kernels as K
+from .binning import bin_tile
 from .plan import bins_tile, block_tiles
 from .pool import Workers
 from .query_metrics import query_metrics
@@ -107,6 +108,7 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     tile_buf = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
     tile_buf_t = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
     row_buf = [np.empty(TILE, setup.dtype) for _ in range(n_threads)]
+    bin_buf = [np.empty(TILE, np.int64) for _ in range(n_threads)]
     nqh = nq if setup.per_query_pairs else 0
     qacc = [(np.zeros((nqh, 2, setup.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
     tile_sums: dict[tuple[int, int], tuple[float, float]] = {}
@@ -130,8 +132,11 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
         else:
             search = st.kernel == "search"  # else the queries are ranked by rank_tile, after binning
             if not st.per_query_pairs and one_direction_tile(st, i, j):
-                K.count_tile_loo(S, a0, b0, i == j, vl, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width, sums,
-                                 cand_buf[w], pairs, search)
+                if search:
+                    K.count_tile_loo(S, a0, b0, i == j, vl, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width, sums,
+                                     cand_buf[w], pairs)
+                elif pairs:
+                    bin_tile(S, a0, b0, i == j, vl, h, lo, inv_width, sums, bin_buf[w])
             else:
                 K.count_tile_roles(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width,
                                    sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale, search)
@@ -161,7 +166,8 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
 def one_direction_tile(setup: Setup, i: int, j: int) -> bool:
     """Whether every pair of tile (i, j) is a (query, gallery) pair and every query in it ranks all of
     the other tile's items: leave-one-out tiles, and a query-only tile against a gallery-only one
-    (a query/gallery split). Such tiles need no role checks (:func:`.kernels.count_tile_loo`)."""
+    (a query/gallery split). Such tiles need no role checks (:func:`.kernels.count_tile_loo`,
+    :func:`.binning.bin_tile`)."""
     aq, ag, hq = setup.tile_all_query, setup.tile_all_gallery, setup.tile_has_query
     every_pair = (aq[i] and ag[j]) or (ag[i] and aq[j])
     return bool(every_pair and (ag[j] or not hq[i]) and (ag[i] or not hq[j]))

@@ -1,7 +1,7 @@
 """Ranking a tile's negatives by counting per positive threshold (compiled, cached, GIL released).
 
 Layout as in :mod:`.kernels`. Used by phase 2 for tiles without shared vectors: after
-:func:`.kernels.count_tile_loo` / :func:`.kernels.count_tile_roles` binned the tile's pairs.
+:func:`.binning.bin_tile` / :func:`.kernels.count_tile_roles` binned the tile's pairs.
 """
 
 from __future__ import annotations

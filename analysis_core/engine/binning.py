@@ -1,0 +1,67 @@
+"""Binning a tile's pairs into the positive / negative score histograms (compiled, cached, GIL
+released): the fast path of phase 2 for tiles whose every pair is a (query, gallery) pair with
+one item per vector (:func:`.phases.one_direction_tile`), when the negatives are ranked apart
+(:func:`.ranking.rank_tile`).
+
+Layout as in :mod:`.kernels`. The bins are :func:`.kernels.count_tile`'s, bit for bit: bin
+``min(max(int((x - lo) * inv_width), 0), top)`` in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _row_bins(row, lo, inv_width, top, kb):
+    """The bin of every score of the row into ``kb``, vectorised. Clamping before the conversion
+    gives the same bin as converting first (truncation toward zero maps (-1, 0) to 0 either way);
+    fastmath only lets LLVM use SIMD min / max and conversions, the arithmetic is the same."""
+    for b in range(row.shape[0]):
+        v = (np.float64(row[b]) - lo) * inv_width
+        kb[b] = np.int64(min(max(v, 0.0), np.float64(top)))
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _row_total(row, b_start):
+    """Sum of the row's scores from ``b_start``, as float64 (a vectorised reduction: its order is
+    fixed by the compiled code and the canonical tile shape, so it is reproducible bit for bit)."""
+    s = 0.0
+    for b in range(b_start, row.shape[0]):
+        s += np.float64(row[b])
+    return s
+
+
+@njit(cache=True, nogil=True)
+def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
+    """Every pair of tile S into ``hist[same, lane, bin]`` (4 interleaved lanes: consecutive
+    increments of one bin do not wait on each other) and the tile's positive / negative score sums
+    into ``sums``. Each row is binned whole as negatives first (a branch-free scatter), then its
+    few same-class columns are moved to the positive histogram (found by the column labels'
+    sort: one range per row). ``kb``: a per-worker int64 buffer of at least ``S.shape[1]``."""
+    na, nb = S.shape
+    top = hist.shape[2] - 1
+    labc = ulab[b0:b0 + nb]
+    by_class = np.argsort(labc, kind="mergesort")
+    sorted_lab = labc[by_class]
+    spos = 0.0
+    sneg = 0.0
+    for a in range(na):
+        row = S[a]
+        b_start = a + 1 if diag else 0  # a diagonal element is the item itself
+        _row_bins(row, lo, inv_width, top, kb)
+        for b in range(b_start, nb):
+            hist[0, b & 3, kb[b]] += 1
+        sp = 0.0
+        la = ulab[a0 + a]
+        for p in range(np.searchsorted(sorted_lab, la), np.searchsorted(sorted_lab, la, side="right")):
+            b = by_class[p]
+            if b >= b_start:
+                hist[0, b & 3, kb[b]] -= 1
+                hist[1, b & 3, kb[b]] += 1
+                sp += np.float64(row[b])
+        spos += sp
+        sneg += _row_total(row, b_start) - sp
+    sums[0] = spos
+    sums[1] = sneg

@@ -19,8 +19,9 @@ The pass has three phases: (1) the tiles holding same-class pairs give every que
 scores; (2) all tiles are streamed, each pair is binned and each negative ranked against its
 query's positive scores (counting per threshold or binary search, per query row by cost: see
 :mod:`.ranking`); (3) each query's tie blocks give its metrics. Modules: :mod:`.layout`,
-:mod:`.tiles`, :mod:`.setup`, :mod:`.plan`, :mod:`.pool`, :mod:`.phases`, :mod:`.results`,
-:mod:`.tasks`; this one runs a pass in this process (or hands it to :mod:`.distributed`).
+:mod:`.tiles`, :mod:`.setup`, :mod:`.plan`, :mod:`.pool`, :mod:`.phases` (compiled loops in
+:mod:`.positives`, :mod:`.kernels`, :mod:`.binning`, :mod:`.ranking`), :mod:`.results`, :mod:`.tasks`;
+this one runs a pass in this process (or hands it to :mod:`.distributed`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ import threading
 
 import numpy as np
 
-from .kernels import load_compiled_code
 from .layout import PRECISIONS, gallery_positives
 from .phases import run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
+from .positives import load_compiled_code
 from .results import PassResult, assemble
 from .setup import KERNELS, prepare
 from .tiles import TILE

@@ -14,6 +14,7 @@ from . import kernels as K
 from .binning import bin_tile
 from .plan import bins_tile, block_tiles
 from .pool import Workers
+from .positives import collect_positive_scores, distinct_thresholds
 from .query_metrics import query_metrics
 from .ranking import rank_tile
 from .results import BlockResult, tile_arrays
@@ -69,13 +70,13 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
         keep = kept is not None and len(kept) < keep_max  # a kept tile needs its own memory
         S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
         with fill_lock:
-            K.collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
+            collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
                                       setup.is_query, setup.is_gallery, slot, toff, fill, thr)
             if keep:
                 kept[ij] = S
 
     workers.run([[p] for p in pos_tiles], collect, "positives")
-    uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+    uvals, ur, uoff = distinct_thresholds(thr, toff)
     return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
 
 

@@ -39,7 +39,7 @@ import streamlit as st
 from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
 from analysis_core.io import validate
 from analysis_core.stats.analysis import VariabilityAnalysis, analyse
-from analysis_core.stats.bands import pr_bands
+from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
 
@@ -358,9 +358,16 @@ def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndar
                         label="Preparing the vectors")
 
 
-def bands(token: Token, ev: Evaluation, kind: str) -> pd.DataFrame:
-    return STORE.result(token.derived("bands", kind), lambda p: pr_bands(ev, alpha=token.alpha, kind=kind),
-                        group=token.data, label="Computing the bands")
+def bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None = None,
+          classes: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The bands of every query together and of ``classes`` (each class's band is computed once
+    per kind and grid, whichever selection asked for it first), on the ``n_recall`` sub-grid."""
+    def one(cls: str) -> pd.DataFrame:
+        return STORE.result(token.derived("bands", kind, n_recall, cls), lambda p: pr_bands(
+            ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls]), group=token.data,
+            label="Computing the bands")
+
+    return pd.concat([one(ALL)] + [one(c) for c in classes], ignore_index=True)
 
 
 def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> VariabilityAnalysis:

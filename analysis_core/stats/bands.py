@@ -36,34 +36,53 @@ def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str 
             rng = np.random.default_rng(seed)
             safe = np.where(se > 0, se, np.inf)
             worst = np.empty(n_boot)
-            # resamples in chunks of ~2**16 values: the same draws and sums as one resample at a time
-            step = max(1, 2**16 // max(1, n * curves.shape[1]))
+            # resamples in chunks of ~2**22 draws; each resample's mean is its draw counts times the
+            # curves (one matrix product per chunk instead of gathering n rows per resample)
+            step = max(1, min(n_boot, 2**22 // n))
             for b in range(0, n_boot, step):
                 m = min(step, n_boot - b)
-                sample = curves[rng.integers(0, n, (m, n))]
-                worst[b:b + m] = np.max(np.abs(sample.mean(axis=1) - mean) / safe, axis=1)
+                draws = rng.integers(0, n, (m, n))
+                counts = np.empty((m, n))
+                for i in range(m):
+                    counts[i] = np.bincount(draws[i], minlength=n)
+                means = counts @ curves / n
+                worst[b:b + m] = np.max(np.abs(means - mean) / safe, axis=1)
             half = np.quantile(worst, 1 - alpha) * se
     else:
         raise ValueError(f"kind must be 't' or 'bootstrap', not {kind!r}")
     return pd.DataFrame({"recall": recall, "mean": mean, "low": mean - half, "high": mean + half, "n": n})
 
 
+def sub_grid(recall: np.ndarray, n_recall: int) -> np.ndarray:
+    """Columns of the recall grid ``recall`` (r_j = j/(N - 1)) that form the grid of ``n_recall``
+    points: exact, since each curve's value at r depends on r alone (see
+    :func:`analysis_core.metrics.tie_blocks.pr_curve`). Needs (n_recall - 1) to divide (N - 1)."""
+    steps = recall.size - 1
+    if n_recall < 2 or steps % (n_recall - 1):
+        raise ValueError(f"a {n_recall}-point recall grid is not part of the {recall.size}-point grid: "
+                         f"N_P - 1 must divide {steps}")
+    return np.arange(0, recall.size, steps // (n_recall - 1))
+
+
 def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_boot: int = 2000,
-             seed: int = 0) -> pd.DataFrame:
+             seed: int = 0, *, classes=None, n_recall: int | None = None) -> pd.DataFrame:
     """Bands per method, overall (class ``all``) and per class, over the evaluation's queries.
     Columns: method, class, recall, mean, low, high, n. Per-split bands come from evaluating each
     split as its own retrieval problem (``evaluate(..., split=...)``), never from grouping the
-    queries of a mixed gallery."""
+    queries of a mixed gallery. ``classes``: only these bands (class names, and ``"all"`` for every
+    query together; default: all, and every class with ``by_class``). ``n_recall``: on that
+    coarser recall grid (see :func:`sub_grid`)."""
     ds = ev.dataset
     frames = []
     for m in ev.methods:
         rows, recall, curves = ev.pr_curves(m)
+        if n_recall is not None:
+            cols = sub_grid(recall, n_recall)
+            recall, curves = recall[cols], np.ascontiguousarray(curves[:, cols])  # the same sums as a coarse run
         labels = ds.labels[rows].astype(str)
-        groups = [(ALL, np.ones(rows.size, bool))]
-        if by_class:
-            groups += [(c, labels == c) for c in sorted(set(labels.tolist()))]
-        for cls, mask in groups:
-            b = band(curves[mask], recall, alpha, kind, n_boot, seed)
+        names = ([ALL] + (sorted(set(labels.tolist())) if by_class else [])) if classes is None else classes
+        for cls in names:
+            b = band(curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)
             b.insert(0, "class", cls)
             b.insert(0, "method", m)
             frames.append(b)

@@ -8,15 +8,23 @@ from analysis_core.figures.variability import pr_bands_figure
 from dashboard import cache, components
 from dashboard.views.common import alpha, current
 
+# The page evaluates once on a 61-point recall grid; a coarser grid whose step divides it is a
+# subset of its columns, exactly (a curve's value at r depends on r alone): moving the slider
+# recomputes the bands, never the evaluation.
+FINE_GRID = 61
+GRIDS = [n for n in range(3, FINE_GRID + 1) if (FINE_GRID - 1) % (n - 1) == 0]
+
 
 @st.fragment
-def shown_bands(b, all_methods: list[str], kind: str) -> None:
-    """Which methods and classes the figure shows: choosing them reruns this section only."""
-    methods = st.multiselect("Methods", all_methods, default=all_methods)
-    classes = sorted(c for c in b["class"].unique() if c != "all")
+def shown_bands(key, ev, kind: str, n_recall: int) -> None:
+    """Which methods and classes the figure shows: choosing them reruns this section only, and
+    computes the bands of the chosen classes only."""
+    methods = st.multiselect("Methods", ev.methods, default=ev.methods)
+    classes = sorted({str(c) for c in ev.dataset.labels[ev.pr_curves(ev.methods[0])[0]].tolist()})
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
-    fig = pr_bands_figure(b, methods or all_methods, chosen or ["all"], kind=kind)
-    shown = b[b["method"].isin(methods or all_methods) & b["class"].isin(chosen or ["all"])]
+    b = cache.bands(key, ev, kind, n_recall, tuple(chosen))
+    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind)
+    shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
     n_all = int(b.loc[b["class"] == "all", "n"].max())
     st.caption(f"{100 * (1 - alpha()):g}% {'pointwise' if kind == 't' else 'simultaneous'} band; n = queries "
@@ -25,11 +33,11 @@ def shown_bands(b, all_methods: list[str], kind: str) -> None:
 
 st.title("Precision-recall bands")
 c1, c2 = st.columns(2)
-n_recall = c1.slider("Recall points N_P", 3, 51, 11, help="recall grid r_j = j/(N_P − 1)")
+n_recall = c1.select_slider("Recall points N_P", GRIDS, 11,
+                            help=f"recall grid r_j = j/(N_P − 1); N_P − 1 divides {FINE_GRID - 1}")
 kind = c2.radio("Band", ["t", "bootstrap"], horizontal=True,
                 format_func={"t": "pointwise t interval", "bootstrap": "simultaneous (bootstrap)"}.get)
-got = current(n_recall)
+got = current(FINE_GRID)
 if got is not None:
     key, ev = got
-    b = cache.bands(key, ev, kind)
-    shown_bands(b, ev.methods, kind)
+    shown_bands(key, ev, kind, n_recall)

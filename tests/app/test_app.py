@@ -168,3 +168,24 @@ def test_without_chromium_the_download_buttons_give_way_to_the_install_command(m
         at = _open("digits", page)
         assert not at.exception, [e.value for e in at.exception]
         assert any(INSTALL_COMMAND in i.value for i in at.info)
+
+
+def test_moving_the_recall_points_slider_recomputes_bands_not_the_evaluation():
+    """The PR page evaluates once on its fine grid; every N_P is a subset of it. The band it shows
+    equals the core's band of an evaluation on that grid."""
+    import pandas as pd
+
+    from analysis_core.stats.bands import pr_bands
+    from dashboard import cache
+
+    at = _open("digits", "views/pr_bands.py")
+    evaluations = lambda: {k for k in cache.STORE._items if re.fullmatch(r"ev/[0-9a-f]+", k)}  # noqa: E731
+    before = evaluations()
+    for n in (21, 5, 61, 5):
+        next(s for s in at.select_slider if s.label == "Recall points N_P").set_value(n).run()
+        assert not at.exception and not at.error
+        assert evaluations() == before, n
+    shown = [e.value for k, e in cache.STORE._items.items() if k.endswith("/bands/('t', 5, 'all')")]
+    ref = pr_bands(evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), n_recall=5), classes=["all"])
+    assert len(shown) == 1
+    pd.testing.assert_frame_equal(shown[0].reset_index(drop=True), ref)

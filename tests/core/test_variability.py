@@ -42,6 +42,40 @@ def _assert_matches_scipy(table, df, ref):
         assert row.upper == pytest.approx(ci.high[j, i], rel=1e-7)
 
 
+@pytest.mark.parametrize("interpolated", [False, True])
+def test_bands_on_a_sub_grid_equal_an_evaluation_on_that_grid(interpolated):
+    """The PR page evaluates once on 61 recall points and takes coarser grids as column subsets:
+    exact, since a curve's value at r depends on r alone (coarse values: tied scores)."""
+    rng = np.random.default_rng(3)
+    X = np.round(rng.standard_normal((160, 4)), 1).astype(np.float32)
+    ds = Dataset(labels=rng.integers(0, 4, 160), embeddings={"a": X, "b": X + 0.3})
+    fine = evaluate(ds, n_recall=61, interpolated=interpolated)
+    for n_recall in (3, 4, 11, 16, 31):
+        coarse = evaluate(ds, n_recall=n_recall, interpolated=interpolated)
+        for kind in ("t", "bootstrap"):
+            a = pr_bands(fine, kind=kind, n_recall=n_recall, n_boot=200)
+            b = pr_bands(coarse, kind=kind, n_boot=200)
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+            some = pr_bands(fine, kind=kind, n_recall=n_recall, classes=["1", "all"], n_boot=200)
+            order = ["method", "class", "recall"]
+            pd.testing.assert_frame_equal(some.sort_values(order, ignore_index=True),
+                                          b[b["class"].isin(["1", "all"])].sort_values(order, ignore_index=True))
+    with pytest.raises(ValueError, match="N_P - 1 must divide 60"):
+        pr_bands(fine, n_recall=8)
+
+
+def test_the_bootstrap_band_equals_resampling_rows_one_at_a_time():
+    """Each resample's mean from its draw counts (one matrix product per chunk) equals the mean of
+    the resampled rows, with the same draws from the seed."""
+    rng = np.random.default_rng(1)
+    curves, recall = rng.random((57, 5)), np.linspace(0, 1, 5)
+    got = band(curves, recall, kind="bootstrap", n_boot=300, seed=9)
+    draws, mean = np.random.default_rng(9), curves.mean(axis=0)
+    se = curves.std(axis=0, ddof=1) / np.sqrt(57)
+    worst = [np.max(np.abs(curves[draws.integers(0, 57, (1, 57))][0].mean(axis=0) - mean) / se) for _ in range(300)]
+    np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-10)
+
+
 def test_pr_band_equals_direct_computation_from_sorted_rankings():
     rng = np.random.default_rng(8)
     X = rng.standard_normal((90, 6)).astype(np.float32)

@@ -43,6 +43,20 @@ from .tiles import TILE
 __all__ = ["KERNELS", "PRECISIONS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
 
 
+_numba_started = False
+
+
+def _start_numba() -> threading.Thread | None:
+    """A thread loading numba's compiled code, the first time a pass runs in this process."""
+    global _numba_started
+    if _numba_started:
+        return None
+    _numba_started = True
+    warm = threading.Thread(target=load_compiled_code, daemon=True)
+    warm.start()
+    return warm
+
+
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
              is_gallery: np.ndarray | None = None, similarity: str = "cosine",
              ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
@@ -74,14 +88,14 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         float32 rounding would merge into ties (float32 input is upcast exactly); it costs about
         the price of a double-precision matrix product. Determinism holds in both.
     """
-    warm = threading.Thread(target=load_compiled_code, daemon=True)
-    warm.start()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
+    warm = _start_numba()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
                     kernel=kernel, precision=precision)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
-    warm.join()
+    if warm is not None:
+        warm.join()
     n_threads = n_threads or os.cpu_count() or 1
     chunks = [c for c in memory_chunks(setup, memory_mb, n_threads) if setup.tile_has_query[c[0]:c[1]].any()]
     plans = [block_tiles(setup, c0, c1) for c0, c1 in chunks]

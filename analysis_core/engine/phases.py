@@ -8,12 +8,11 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from . import kernels as K
 from .binning import bin_tile
 from .plan import bins_tile, block_tiles
-from .pool import Workers
+from .pool import Workers, single_threaded_blas
 from .positives import collect_positive_scores, distinct_thresholds
 from .query_metrics import query_metrics
 from .ranking import rank_tile
@@ -191,7 +190,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
     if workers is None:
         workers = Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
     kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
         (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,
                                              lambda i, j: bins_tile(setup, i, j, c0, c1), workers, block_size, kept)

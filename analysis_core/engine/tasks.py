@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .phases import Counts, Thresholds, phase1, phase2, phase3
 from .plan import pair_tiles, positive_tiles
-from .pool import Workers
+from .pool import Workers, single_threaded_blas
 from .results import BlockResult, tile_arrays
 from .setup import Setup
 from .tiles import tiles_for
@@ -20,7 +19,7 @@ from .tiles import tiles_for
 def block_thresholds(setup: Setup, c0: int, c1: int) -> Thresholds:
     """Task: phase 1 for the queries of row tiles [c0, c1)."""
     pos = positive_tiles(setup, c0, c1)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         return phase1(setup, tiles_for(setup), c0, c1, pos, Workers(1, len(pos), None))
 
 
@@ -35,7 +34,7 @@ class PairResult:
 def block_pair_counts(setup: Setup, ths: list[Thresholds], a: tuple[int, int], b: tuple[int, int]) -> PairResult:
     """Task: phase 2 over the tiles between blocks a and b, for the queries of both."""
     tiles = pair_tiles(setup, a, b)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         counts, hist, tile_sums = phase2(setup, tiles_for(setup), ths, tiles, lambda i, j: True,
                                           Workers(1, len(tiles), None))
     keys, sums = tile_arrays(tile_sums)

@@ -171,6 +171,14 @@ class Store:
         # no local holds the future: a failure's traceback includes this frame (see _wait)
         return _wait(*self._start(key, fn, group, similarities or set()), label)
 
+    def prefetch(self, key: str, fn: Callable[[_Progress], object], *, group: str) -> None:
+        """Start ``fn`` in the background if nothing at all is running, and store its result like
+        any other: a guess at the next request, which never queues ahead of a request made."""
+        with self._lock:
+            if key in self._items or self._running:
+                return
+        self._start(key, fn, group, set())
+
     def _start(self, key: str, fn: Callable[[_Progress], object], group: str,
                similarities: set[str]) -> tuple[Future, _Progress] | tuple[None, object]:
         """The computation of ``key`` in flight (started here if none is), or ``(None, value)``
@@ -322,15 +330,25 @@ def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, see
         alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")
 
 
+def _subset(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int):
+    return token.derived("subset", method, n_classes, group_size, seed), lambda p: evaluate(
+        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
+        seed=seed, alpha=token.alpha, precision=token.precision)
+
+
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
                       seed: int) -> Evaluation:
-    return STORE.result(token.derived("subset", method, n_classes, group_size, seed), lambda p: evaluate(
-        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
-        seed=seed, alpha=token.alpha, precision=token.precision), group=token.data,
-        label="Evaluating the sampled classes")
+    key, fn = _subset(token, ds, method, n_classes, group_size, seed)
+    return STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
 
 
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum
+
+
+def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int):
+    return token.derived("sweep", method, group_size, repeats), lambda p: class_count_sweep(
+        ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
+        similarity=token.similarity, progress=p)
 
 
 def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int) -> pd.DataFrame:
@@ -340,9 +358,20 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int)
         e = STORE.entry(token.derived("sweep", method, group_size, more))
         if e is not None:
             return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
-    return STORE.result(token.derived("sweep", method, group_size, repeats), lambda p: class_count_sweep(
-        ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
-        similarity=token.similarity, progress=p), group=token.data, label="Sweeping class counts")
+    key, fn = _sweep(token, ds, method, group_size, repeats)
+    return STORE.result(key, fn, group=token.data, label="Sweeping class counts")
+
+
+def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
+                         seed: int, sweep_size: int, repeats: int) -> None:
+    """The Class count page's results for the other methods, at the page's current settings, one
+    at a time in the background while the machine is otherwise idle: switching the method then
+    finds them stored."""
+    for m in methods:
+        for key, fn in (_subset(token, ds, m, n_classes, group_size, seed), _sweep(token, ds, m, sweep_size, repeats)):
+            if key not in STORE:
+                STORE.prefetch(key, fn, group=token.data)
+                return
 
 
 def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:

@@ -10,13 +10,18 @@ from dashboard import cache, components
 from dashboard.views.common import alpha, current, items
 
 
+def sweep_size(n_classes: int) -> int:
+    """The sweep's group size: fixed, so that the sliders above never recompute the sweep."""
+    return min(10, max(2, n_classes // 2))
+
+
 @st.fragment
 def class_sweep(key, ds, method: str) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats
     reruns this section only."""
     n_all = ds.n_classes
-    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3)
-    sweep_s = min(10, max(2, n_all // 2))  # fixed, so that the sliders above never recompute the sweep
+    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
+    sweep_s = sweep_size(n_all)
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
                "whiskers span the repeats.")
     sw = cache.sweep(key, ds, method, sweep_s, repeats)
@@ -57,3 +62,5 @@ if got is not None:
                else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
     st.subheader("Sweep over the number of classes")
     class_sweep(key, ds, method)
+    cache.prefetch_class_count(key, ds, [m for m in ev.methods if m != method], n_classes, group_size, seed,
+                               sweep_size(n_all), st.session_state.get("cc-repeats", 3))

@@ -188,3 +188,35 @@ def test_a_refused_upload_releases_its_memory_without_a_garbage_collection(monke
     finally:
         gc.enable()
     assert len(cache.STORE) == 0 and grown < 100, grown
+
+
+def test_a_prefetch_runs_only_on_an_idle_store_and_is_stored_like_a_result():
+    s = cache.Store(budget=10 * MB, max_entries=10)
+    gate = threading.Event()
+    s._start("busy", lambda p: gate.wait(10), "g", set())
+    s.prefetch("guess", lambda p: 1, group="g")  # something runs: no guess queued ahead of it
+    assert "guess" not in s._running
+    gate.set()
+    s.result("busy", lambda p: None, group="g", label="x")
+    while s._running:
+        time.sleep(0.01)
+    s.prefetch("guess", lambda p: 42, group="g")
+    while s._running:
+        time.sleep(0.01)
+    assert s.result("guess", lambda p: 0, group="g", label="x") == 42
+
+
+def test_the_class_count_page_has_the_other_methods_ready_when_the_method_changes():
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at.radio(key="data_source").set_value("many_classes").run()
+    at.switch_page("views/class_count.py").run()
+    methods = next(s for s in at.selectbox if s.label == "Method").options
+    assert len(methods) >= 2
+    for _ in range(2 * len(methods)):  # each rerun starts at most one guess, when the store is idle
+        while cache.STORE._running:
+            time.sleep(0.05)
+        at.run()
+    done = cache.STORE.computed
+    next(s for s in at.selectbox if s.label == "Method").set_value(methods[1]).run()
+    assert not at.exception and not at.error
+    assert cache.STORE.computed == done  # nothing computed on the switch: it was all stored

@@ -45,15 +45,19 @@ VARIANCE_RATIO_ADVICE = 4.0  # largest / smallest group variance beyond which We
 def merge_rounding_noise(x: np.ndarray, tol: float = VALUE_TOLERANCE) -> np.ndarray:
     """``x`` with values that lie within ``tol`` of their sorted neighbour replaced by the smallest
     value of their run, so that values equal up to floating-point rounding are exactly equal.
-    Deterministic and independent of the order of ``x``."""
+    Deterministic and independent of the order of ``x``. NaN (undefined) stays NaN."""
     x = np.asarray(x, np.float64)
-    if x.size == 0:
-        return x.copy()
-    order = np.argsort(x, kind="stable")
-    s = x[order]
+    out = x.copy()
+    defined = ~np.isnan(x)
+    v = x[defined]
+    if v.size == 0:
+        return out
+    order = np.argsort(v, kind="stable")
+    s = v[order]
     starts = np.r_[True, np.diff(s) > tol]
-    out = np.empty_like(x)
-    out[order] = s[starts][np.cumsum(starts) - 1]
+    merged = np.empty_like(v)
+    merged[order] = s[starts][np.cumsum(starts) - 1]
+    out[defined] = merged
     return out
 
 

@@ -288,3 +288,19 @@ def test_error_reject_curve_is_the_expectation_over_orders_of_equal_confidence(i
     if np.ptp(conf) == 0:
         assert math.isnan(erc.spearman) and "constant" in erc.note
         assert np.allclose(erc.curve["error"], np.mean(1 - p1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(-2, 2, allow_nan=False), st.just(math.nan),
+                          st.sampled_from([0.25, 0.25 + 1e-15, 0.5])), max_size=30))
+def test_merging_rounding_noise_keeps_undefined_values_undefined(values):
+    """NaN is not a value to merge: it stays NaN, and the defined values merge among themselves
+    (before, a NaN sorted last and took the largest value's place)."""
+    from analysis_core.stats.variability import merge_rounding_noise
+
+    x = np.array(values, np.float64)
+    out = merge_rounding_noise(x)
+    nan = np.isnan(x)
+    assert np.array_equal(np.isnan(out), nan)
+    np.testing.assert_array_equal(out[~nan], merge_rounding_noise(x[~nan]))
+    assert np.all(np.abs(out[~nan] - x[~nan]) <= 1e-12 * max(1, len(values)))

@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from . import kernels as K
 from .plan import bins_tile, block_tiles
@@ -74,7 +74,9 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
                 kept[ij] = S
 
     workers.run([[p] for p in pos_tiles], collect, "positives")
-    uvals, ur, uoff = K.distinct_thresholds(thr, toff)
+    # hit rates only: each query's top positive block, which is all they depend on (no sort, and
+    # phase 2 ranks only the negatives reaching it)
+    uvals, ur, uoff = (K.top_thresholds if setup.hit_rates_only else K.distinct_thresholds)(thr, toff)
     return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
 
 
@@ -164,7 +166,24 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
     query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
                   setup.n_recall, setup.interpolated, v, c)
+    if setup.hit_rates_only:
+        # the tie blocks were the top one only: R from the setup, what needs every block undefined
+        v[:, 0] = setup.n_positives[th.chunk_q]
+        v[:, 1 + setup.metric_kernels.size:] = np.nan
+        c[:] = np.nan
     return v, c
+
+
+_BLAS: list[ThreadpoolController] = []
+
+
+def _one_blas_thread():
+    """``threadpool_limits(limits=1, user_api="blas")`` through one controller kept for the
+    process: finding the loaded libraries is what such a call costs (2-3 ms; a report runs hundreds
+    of small passes), and numpy's BLAS, which computes the tiles, is loaded before any pass."""
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size: int = TILE,
@@ -175,7 +194,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
     if workers is None:
         workers = Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
     kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _one_blas_thread():
         th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
         (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,
                                              lambda i, j: bins_tile(setup, i, j, c0, c1), workers, block_size, kept)

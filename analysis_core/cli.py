@@ -178,7 +178,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .export.figures import FigureStyle, require_chromium
+    from .export.figures import FigureStyle, Prerender, require_chromium, start_renderer
     from .report import build_report, write_report
 
     if args.style == "custom" and args.width is None:
@@ -186,13 +186,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     style = FigureStyle.preset(args.style, width_in=args.width, dpi=args.dpi)
     if args.format:
         require_chromium()  # before minutes of computing, not after
+        start_renderer()  # Chromium starts while the report is computed
     ds = _load(args)
     ev = _evaluate(args, ds, alpha=args.alpha)
+    # figures rendered while the rest of the report is computed (Chromium on the other core)
+    prerender = Prerender(args.format, style) if args.format else None
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
-                       group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split)
+                       group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split,
+                       on_figure=prerender)
     out = Path(args.out)
     try:
-        written = write_report(ev, rep, out, args.format, style)
+        written = write_report(ev, rep, out, args.format, style, prerender)
     except OSError as exc:
         raise InputError(str(out), f"cannot write the report ({exc.strerror or exc}).",
                          "choose a writable --out folder.") from exc

@@ -71,6 +71,13 @@ class Evaluation:
                              f"use one of {', '.join(map(repr, self.methods))}.")
         return method
 
+    def loo_pass(self, method: str) -> PassResult | None:
+        """The method's pass when it is the plain leave-one-out pass over the evaluated items in
+        float32 (no roles, no query sample), else None: the pass of Grouped Recall's group of
+        every class (:func:`~analysis_core.stats.grouped_recall.grouped_recall`'s ``loo_pass``)."""
+        plain = self.dataset.role is None and self.query_sample is None and self.precision == "float32"
+        return self.results[self._known(method)] if plain else None
+
     def n_queries(self) -> int:
         r = next(iter(self.results.values()))
         return int(r.query_items.size)
@@ -341,8 +348,10 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     grouped = None
     if group_size is not None:
         from .stats.grouped_recall import grouped_recall
+        plain = isq is None and isg is None and precision == "float32"  # the pass of a group of every class
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
-                                     similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha)
+                                     similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha,
+                                     loo_pass=results[m] if plain else None)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,

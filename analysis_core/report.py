@@ -10,15 +10,17 @@ inter-query variability on the performance of retrieval systems".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
 from .errors import InputError
 from .evaluation import Evaluation
-from .export.figures import FigureStyle, write_figures
+from .export.figures import FigureStyle, Prerender, write_figures
 from .export.paper_tables import paper_latex
 from .export.tables import json_text, write_per_query, write_table
 from .figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
@@ -61,28 +63,43 @@ _SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests
 
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
-                 seed: int = 0, group_size: int = 10, sweep_repeats: int = 3, by_split: bool = False) -> Report:
+                 seed: int = 0, group_size: int = 10, sweep_repeats: int = 3, by_split: bool = False,
+                 on_figure: Callable[[str, go.Figure], None] | None = None) -> Report:
     """Compute every table and figure of the report from an evaluation.
 
     With ``by_split`` (and a ``split`` column), every analysis is also computed for every split as
     its own retrieval problem: each table gets the split's rows (column ``split``), each figure a
     per-split twin (``<name>__<split>``). A split where retrieval is impossible is skipped with a
-    warning naming it."""
-    return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split)
+    warning naming it. ``on_figure(name, figure)`` is called with each figure as soon as it is
+    final, while the rest is computed (:class:`~analysis_core.export.figures.Prerender` renders
+    it in the background)."""
+    return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split, on_figure=on_figure)
 
 
 def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None, seed: int, group_size: int,
-           sweep_repeats: int, by_split: bool, split_part: bool = False) -> Report:
+           sweep_repeats: int, by_split: bool, split_part: bool = False,
+           on_figure: Callable[[str, go.Figure], None] | None = None) -> Report:
     """:func:`build_report`; ``split_part``: one split's part of a ``by_split`` report, without
     what the whole report already holds for every split and would drop from the part (the
     split-aware tables and their figures: histograms, checkpoints, the main table)."""
     rep = Report()
+    done: set[str] = set()
+
+    def final() -> None:  # the figures made since the last call are final: hand them on
+        for name in [n for n in rep.figures if n not in done] if on_figure is not None else ():
+            done.add(name)
+            on_figure(name, rep.figures[name])
+
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
     _variability(rep, ev, alpha, band_kind, per_class_n, seed)
+    final()
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
+    final()
     if not split_part:
         _histograms(rep, ev, split_evals)
+        final()
         _checkpoints(rep, ev, split_evals, alpha, seed)
+        final()
         _paper_tables(rep, ev, split_evals, alpha, seed)
     if ev.dataset.split is not None:
         _label_split(rep, ev.split or "all")
@@ -99,6 +116,7 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
                 if not name.startswith(_SPLIT_AWARE):
                     title = f"{fig.layout.title.text} [{plot_text(sp)}]"
                     rep.figures[f"{name}__{sp}"] = fig.update_layout(title_text=title)
+            final()
             rep.warnings += [f"[split '{sp}'] {w}" for w in sub.warnings]
     elif by_split:
         rep.warnings.append("--by-split asked for, but the data has no usable split: one report over all items.")
@@ -173,44 +191,44 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     """The main results table (methods x headline metrics, per split when the data have splits)
     in a double-column and a single-column variant; a dagger where the best differs from the
     runner-up by the paired test of that metric."""
-    from .export.paper_tables import summary_frame, summary_latex
+    from .export.paper_tables import significance_questions, summary_frame, summary_latex
 
     evals = {ev.split or "all": ev, **split_evals}
     frame = summary_frame(evals, alpha)
     rep.tables["summary"] = frame
     rep.captions["summary"] = "Main results: headline metrics per method (and split) with interval half-widths."
-    hook = _best_vs_runner_up(evals, alpha, seed)
-    rep.latex["summary"] = summary_latex(frame, alpha, hook)
-    rep.latex["summary_column"] = summary_latex(frame, alpha, hook, single_column=True)
+    questions = significance_questions(frame) + significance_questions(frame, single_column=True)
+    answers = _best_vs_runner_up(evals, list(dict.fromkeys(questions)), alpha, seed)
+    rep.latex["summary"] = summary_latex(frame, alpha, lambda *q: answers.get(q))
+    rep.latex["summary_column"] = summary_latex(frame, alpha, lambda *q: answers.get(q), single_column=True)
 
 
-def _best_vs_runner_up(evals: dict, alpha: float, seed: int):
-    """Significance marks for the main table: the best method of a column against the runner-up,
-    on the same queries, by the metric's paired test (McNemar for hit rates, sign-flip permutation
-    otherwise); one test per column."""
+def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], alpha: float,
+                       seed: int) -> dict[tuple, bool | None]:
+    """Significance marks for the main table: for each (split, metric, best, runner-up), whether
+    the best differs from the runner-up on the same queries by the metric's paired test (McNemar
+    for hit rates, sign-flip permutation otherwise); None where there is no test. One call per
+    split: each metric's rows hold only its two methods, so each is tested alone, and the
+    permutation tests share one product."""
     from .stats.method_tests import metric_paired_tests
 
-    done: dict[tuple, bool | None] = {}  # the two variants of the table ask the same questions
-
-    def hook(split: str, metric: str, best: str, runner_up: str) -> bool | None:
-        key = (split, metric, best, runner_up)
-        if key not in done:
-            done[key] = test(*key)
-        return done[key]
-
-    def test(split: str, metric: str, best: str, runner_up: str) -> bool | None:
+    out: dict[tuple, bool | None] = {}
+    for split in dict.fromkeys(q[0] for q in questions):
+        asked = [q for q in questions if q[0] == split]
         ev = evals.get(split)
-        if ev is None or metric == "jsd":
-            return None
-        long = metric_frame(ev, [best, runner_up], [metric])
-        if long.empty:
-            return None
-        p = metric_paired_tests(long, alpha, seed=seed)["p_value"].iloc[0]
-        return bool(p < alpha)
-
-    return hook
-
-
+        testable = [q for q in asked if ev is not None and q[1] != "jsd"]
+        out.update({q: None for q in asked if q not in testable})
+        if not testable:
+            continue
+        long = metric_frame(ev, sorted({m for q in testable for m in q[2:]}), sorted({q[1] for q in testable}))
+        pairs = {q: long[(long["metric"] == q[1]) & long["method"].isin(q[2:])] for q in testable}
+        out.update({q: None for q, part in pairs.items() if part.empty})
+        pairs = {q: part for q, part in pairs.items() if not part.empty}
+        if pairs:
+            p = metric_paired_tests(pd.concat(pairs.values(), ignore_index=True), alpha, seed=seed)
+            p = p.set_index("metric")["p_value"]
+            out.update({q: bool(p[q[1]] < alpha) for q in pairs})
+    return out
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
@@ -270,7 +288,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     for m in ev.methods:
         for S in sizes:
             gr = grouped_recall(sub.embeddings[m], codes, group_size=S, ks=ev.ks, similarity=ev.similarity,
-                                seed=seed, alpha=alpha)
+                                seed=seed, alpha=alpha, loo_pass=ev.loo_pass(m))
             t = gr.table.assign(method=m, group_size=S, n_dropped_classes=gr.n_dropped_classes)
             rows.append(t)
             by_size.append(t[t["k"] == 1])
@@ -332,8 +350,9 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
 
 
 def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...] = ("pdf",),
-                 style: FigureStyle | None = None) -> list[Path]:
-    """Write the report's files; returns their paths."""
+                 style: FigureStyle | None = None, prerendered: Prerender | None = None) -> list[Path]:
+    """Write the report's files; returns their paths. ``prerendered``: the figures already
+    rendered while the report was built (``build_report(..., on_figure=prerendered)``)."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
     summary = ev.summary()
@@ -355,5 +374,5 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
             (out / "tables" / f"{name}.tex").write_text(tex)
             written.append(out / "tables" / f"{name}.tex")
     if formats:
-        written += write_figures(rep.figures, out / "figures", formats, style)
+        written += write_figures(rep.figures, out / "figures", formats, style, prerendered)
     return written

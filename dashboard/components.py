@@ -15,7 +15,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis_core.evaluation import Evaluation
-from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
+from analysis_core.export.figures import (
+    FORMATS,
+    INSTALL_COMMAND,
+    FigureStyle,
+    Prerender,
+    chromium_path,
+    figure_bytes,
+)
 from analysis_core.export.number_format import display_formats, floor_p_columns, format_p, is_p_column
 from analysis_core.export.tables import to_latex
 from analysis_core.figures.style import plot_text as _plot_text
@@ -93,10 +100,11 @@ def report_archive(ev: Evaluation, key: str, alpha: float) -> None:
 
 def archive_bytes(ev: Evaluation, alpha: float, formats: tuple[str, ...], style: FigureStyle) -> bytes:
     """The report's files (:func:`~analysis_core.report.build_report` of ``ev``) as one ZIP."""
-    rep = build_report(ev, alpha=alpha)
+    prerender = Prerender(formats, style)  # figures rendered while the rest is computed
+    rep = build_report(ev, alpha=alpha, on_figure=prerender)
     buf = io.BytesIO()
     with tempfile.TemporaryDirectory() as tmp:
-        written = write_report(ev, rep, Path(tmp), formats, style)
+        written = write_report(ev, rep, Path(tmp), formats, style, prerender)
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in written:
                 z.write(p, p.relative_to(tmp))

@@ -298,4 +298,3 @@ def count_tile_roles(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, g
             bump(uslot[ub], x, uoff, uvals, gt, eq)
     sums[0] = spos
     sums[1] = sneg
-

@@ -13,7 +13,7 @@ from . import kernels as K
 from .binning import bin_tile
 from .plan import bins_tile, block_tiles
 from .pool import Workers, single_threaded_blas
-from .positives import collect_positive_scores, distinct_thresholds
+from .positives import collect_positive_scores, distinct_thresholds, top_thresholds
 from .query_metrics import query_metrics
 from .ranking import rank_tile
 from .results import BlockResult, tile_arrays
@@ -75,7 +75,9 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
                 kept[ij] = S
 
     workers.run([[p] for p in pos_tiles], collect, "positives")
-    uvals, ur, uoff = distinct_thresholds(thr, toff)
+    # hit rates only: each query's top positive block, which is all they depend on (no sort, and
+    # phase 2 ranks only the negatives reaching it)
+    uvals, ur, uoff = (top_thresholds if setup.hit_rates_only else distinct_thresholds)(thr, toff)
     return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
 
 
@@ -179,6 +181,11 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
     query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
                   setup.n_recall, setup.interpolated, v, c)
+    if setup.hit_rates_only:
+        # the tie blocks were the top one only: R from the setup, what needs every block undefined
+        v[:, 0] = setup.n_positives[th.chunk_q]
+        v[:, 1 + setup.metric_kernels.size:] = np.nan
+        c[:] = np.nan
     return v, c
 
 

@@ -1,6 +1,6 @@
 """Phase 1's compiled loops: every query's positive scores, gathered from the tiles holding
-same-class pairs, then sorted with equal scores merged (cached, GIL released). Layout as in
-:mod:`.kernels`."""
+same-class pairs, then sorted with equal scores merged (or only each query's top score, for hit rates
+only); cached, GIL released. Layout as in :mod:`.kernels`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,36 @@ def distinct_thresholds(thr, toff):
                 uvals[w] = v[i]
                 ur[w] = 1
                 w += 1
+    uoff[nq] = w
+    return uvals[:w].copy(), ur[:w].copy(), uoff
+
+
+@njit(cache=True, nogil=True)
+def top_thresholds(thr, toff):
+    """Each query's highest positive score and how many positives have it, as (uvals, ur, uoff)
+    in the layout of :func:`distinct_thresholds` with only its last entry per query: the top
+    tie block that holds a positive, all a hit rate depends on. No sort: a pass over the scores."""
+    nq = toff.shape[0] - 1
+    uvals = np.empty(nq, thr.dtype)
+    ur = np.empty(nq, np.int64)
+    uoff = np.empty(nq + 1, np.int64)
+    w = 0
+    for s in range(nq):
+        uoff[s] = w
+        if toff[s + 1] == toff[s]:
+            continue
+        m = thr[toff[s]]
+        c = 0
+        for i in range(toff[s], toff[s + 1]):
+            x = thr[i]
+            if x > m:
+                m = x
+                c = 1
+            elif x == m:
+                c += 1
+        uvals[w] = m
+        ur[w] = c
+        w += 1
     uoff[nq] = w
     return uvals[:w].copy(), ur[:w].copy(), uoff
 

@@ -101,11 +101,14 @@ def query_metrics(uoff, uvals, ur, gt, eq, kernels, cutoffs, n_points, interpola
         curves[s, :] = pr_curve(T, t, r, n_points, interpolated)
 
 
-def metric_plan(ks) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """(output columns, kernel ids, cutoff codes) of phase 3 for cutoffs ``ks``, from the registry."""
+def metric_plan(ks, hit_rates_only: bool = False) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(output columns, kernel ids, cutoff codes) of phase 3 for cutoffs ``ks``, from the registry;
+    ``hit_rates_only``: the Recall@K columns only (see :func:`~.core.run_pass`)."""
     from ..metrics.registry import query_columns
 
     metrics = query_columns(tuple(int(k) for k in ks))
+    if hit_rates_only:
+        metrics = [m for m in metrics if m.kernel == "expected_hit_at"]
     code = {"all": CUT_ALL, "R": CUT_R}
     kernels = np.array([KERNEL_IDS[m.kernel] for m in metrics], np.int64)
     cutoffs = np.array([m.k if m.cutoff == "k" else code[m.cutoff] for m in metrics], np.int64)

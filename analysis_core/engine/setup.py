@@ -64,6 +64,7 @@ class Setup:
     per_query_pairs: bool = False  # per-query pair histograms and sums (query sampling)
     fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
     kernel: str = "auto"  # see KERNELS
+    hit_rates_only: bool = False  # only the Recall@K columns, from each query's top positive block
 
     @property
     def n(self) -> int:
@@ -83,9 +84,10 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
             n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto",
-            precision: str = "float32") -> Setup:
+            precision: str = "float32", hit_rates_only: bool = False) -> Setup:
     """Canonical layout of one pass (see the module docstring); no similarity is computed yet.
-    ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``)."""
+    ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``);
+    ``hit_rates_only``: see :func:`~.core.run_pass`."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
@@ -122,12 +124,12 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_all_query = np.bincount(item_tile[~q_c], minlength=n_tiles) == 0
     tile_all_gallery = np.bincount(item_tile[~g_c], minlength=n_tiles) == 0
     pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
-    columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist())
+    columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
     h = hashlib.blake2b(digest_size=16)
     for a in (Xu, uptr, lab, q_c, g_c):
         h.update(np.ascontiguousarray(a).data)
     h.update(repr((similarity, precision, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs,
-                   columns)).encode())
+                   columns, hit_rates_only)).encode())
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
@@ -141,4 +143,5 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
         metric_cutoffs=metric_cutoffs, token=h.hexdigest(),
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
+        hit_rates_only=hit_rates_only,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import os
 import threading
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ PX_PER_IN = 96  # CSS pixels per inch; Chromium prints 96 px as 1 in (72 pt)
 PRESET_WIDTHS = {"single": 3.5, "double": 7.2}
 INSTALL_COMMAND = "apt-get install -y chromium fonts-liberation"
 RENDER_TIMEOUT_S = 120.0
+RENDER_TABS = 2  # pages of the one Chromium rendering at once (the machine's 2 cores: 1.6x a single page)
+BATCH = 8  # figures rendered per hold of the lock: a dashboard download waits for at most one batch
 MAX_BOX_POINTS = 300  # a box trace with more points is exported with its outliers only
 _LOCK = threading.Lock()
 
@@ -161,7 +164,7 @@ class _Renderer:
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_forever, name="kaleido", daemon=True).start()
         # mathjax False: figures have no LaTeX, and MathJax would be fetched from the network
-        k = _kaleido_class()(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False)
+        k = _kaleido_class()(n=RENDER_TABS, timeout=RENDER_TIMEOUT_S, mathjax=False)
         try:
             asyncio.run_coroutine_threadsafe(k.open(), loop).result(timeout=RENDER_TIMEOUT_S)
         except BaseException:
@@ -180,12 +183,19 @@ class _Renderer:
             pass
         loop.call_soon_threadsafe(loop.stop)
 
-    def render(self, fig: dict, opts: dict) -> bytes:
+    def submit(self, fig: dict, opts: dict) -> concurrent.futures.Future:
+        """Start rendering a figure and return at once (its bytes: the future's result); it is
+        rendered on the first free page, while the caller goes on."""
         if self._kaleido is None:
             self._open()
+        return asyncio.run_coroutine_threadsafe(self._kaleido.calc_fig(fig, opts=opts), self._loop)
+
+    def render_many(self, items: list[tuple[dict, dict]]) -> list[bytes]:
+        """Every (figure, options), on all pages at once (each figure on whichever page is free:
+        the same bytes, up to the PDF dates and SVG ids, as one after the other, tested)."""
         try:
-            return asyncio.run_coroutine_threadsafe(self._kaleido.calc_fig(fig, opts=opts),
-                                                    self._loop).result(timeout=RENDER_TIMEOUT_S)
+            futures = [self.submit(fig, opts) for fig, opts in items]
+            return [f.result(timeout=RENDER_TIMEOUT_S * len(items)) for f in futures]
         except BaseException:
             self.close()  # a fresh browser for the next call
             raise
@@ -193,6 +203,64 @@ class _Renderer:
 
 _RENDERER = _Renderer()
 atexit.register(lambda: _RENDERER.close())
+
+
+def start_renderer() -> None:
+    """Start Chromium in the background (3-6 s) so that it is up when the first figure is
+    exported: a caller that computes before it exports (``report``) calls this first. A failure
+    here is left to that first export, which opens Chromium again and says why it cannot."""
+    def run() -> None:
+        with _LOCK:
+            if _RENDERER._kaleido is None:
+                try:
+                    _RENDERER._open()
+                except Exception:  # noqa: BLE001 - reported by the first export
+                    pass
+
+    threading.Thread(target=run, name="kaleido-start", daemon=True).start()
+
+
+class Prerender:
+    """Figures rendered in the background while the caller computes the rest of its report:
+    call it with each figure as soon as the figure is final (``build_report``'s ``on_figure``),
+    then hand it to :func:`write_figures`, which takes the bytes from it. Chromium renders in its
+    own processes, so on a second core the rendering overlaps the computing instead of following
+    it. The bytes are those :func:`figures_bytes` gives; a figure whose background render failed
+    is rendered again by :func:`write_figures` (which then reports a failure that persists)."""
+
+    def __init__(self, formats: tuple[str, ...], style: FigureStyle | None = None) -> None:
+        bad = [f for f in formats if f not in FORMATS]
+        if bad:
+            raise ValueError(f"format must be one of {FORMATS}, not {bad}")
+        self.formats = tuple(formats)
+        self.style = style or FigureStyle()
+        self._jobs: dict[tuple[str, str], tuple[go.Figure, concurrent.futures.Future, float, float]] = {}
+
+    def __call__(self, name: str, fig: go.Figure) -> None:
+        if not self.formats:
+            return
+        page = _page(fig, self.style)
+        w, h = page["layout"]["width"], page["layout"]["height"]
+        with _LOCK:
+            try:
+                for fmt in self.formats:
+                    self._jobs[name, fmt] = (fig, _RENDERER.submit(page, _opts(w, h, fmt, self.style)), w, h)
+            except Exception:  # noqa: BLE001 - no Chromium: write_figures renders it, and says why it cannot
+                return
+
+    def take(self, name: str, fig: go.Figure, fmt: str) -> bytes | None:
+        """The bytes of ``fig`` as ``name`` in ``fmt``, or None (not submitted, or a failed render)."""
+        job = self._jobs.pop((name, fmt), None)
+        if job is None or job[0] is not fig:
+            return None
+        _, future, w, h = job
+        try:
+            data = future.result(timeout=RENDER_TIMEOUT_S * (1 + len(self._jobs)))
+        except BaseException:  # noqa: BLE001 - rendered again by the caller, on a fresh browser
+            with _LOCK:
+                _RENDERER.close()
+            return None
+        return _svg_in_inches(data, w, h) if fmt == "svg" else data
 
 
 def _opts(w: float, h: float, fmt: str, style: FigureStyle) -> dict:
@@ -204,14 +272,29 @@ def _opts(w: float, h: float, fmt: str, style: FigureStyle) -> dict:
 
 def figure_bytes(fig: go.Figure, fmt: str, style: FigureStyle | None = None) -> bytes:
     """The figure as ``pdf`` (vector, embedded fonts), ``svg`` or ``png`` bytes."""
-    if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
+    return figures_bytes([(fig, fmt)], style)[0]
+
+
+def figures_bytes(items: list[tuple[go.Figure, str]], style: FigureStyle | None = None) -> list[bytes]:
+    """:func:`figure_bytes` of every (figure, format), :data:`RENDER_TABS` at a time."""
+    bad = sorted({fmt for _, fmt in items if fmt not in FORMATS})
+    if bad:
+        raise ValueError(f"format must be one of {FORMATS}, not {bad[0]!r}")
     style = style or FigureStyle()
-    page = _page(fig, style)
-    w, h = page["layout"]["width"], page["layout"]["height"]
-    with _LOCK:
-        data = _RENDERER.render(page, _opts(w, h, fmt, style))
-    return _svg_in_inches(data, w, h) if fmt == "svg" else data
+    pages = {}  # a figure's page is the same in every format
+    jobs = []
+    for fig, fmt in items:
+        page = pages.get(id(fig)) or pages.setdefault(id(fig), _page(fig, style))
+        w, h = page["layout"]["width"], page["layout"]["height"]
+        jobs.append((page, _opts(w, h, fmt, style), fmt, w, h))
+    out = []
+    for i in range(0, len(jobs), BATCH):
+        batch = jobs[i:i + BATCH]
+        with _LOCK:
+            data = _RENDERER.render_many([(page, opts) for page, opts, *_ in batch])
+        out += [_svg_in_inches(d, w, h) if fmt == "svg" else d
+                for d, (_, _, fmt, w, h) in zip(data, batch, strict=True)]
+    return out
 
 
 def _svg_in_inches(data: bytes, w_px: float, h_px: float) -> bytes:
@@ -228,16 +311,24 @@ def _svg_in_inches(data: bytes, w_px: float, h_px: float) -> bytes:
 
 
 def write_figures(figs: dict[str, go.Figure], out: Path, formats: tuple[str, ...],
-                  style: FigureStyle | None = None) -> list[Path]:
-    """Write ``out/<name>.<fmt>`` for every figure and format."""
+                  style: FigureStyle | None = None, prerendered: Prerender | None = None) -> list[Path]:
+    """Write ``out/<name>.<fmt>`` for every figure and format; ``prerendered``: figures already
+    rendered in the background (with the same style), taken from it."""
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ValueError(f"format must be one of {FORMATS}, not {bad}")
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, fig in figs.items():
-        for fmt in formats:
-            p = out / f"{name}.{fmt}"
-            p.write_bytes(figure_bytes(fig, fmt, style))
-            paths.append(p)
+    if prerendered is not None and prerendered.style != (style or FigureStyle()):
+        prerendered = None  # rendered for another page
+    items = [(name, fig, fmt) for name, fig in figs.items() for fmt in formats]
+    paths = [out / f"{name}.{fmt}" for name, _, fmt in items]
+    rest = []
+    for p, (name, fig, fmt) in zip(paths, items, strict=True):
+        data = prerendered.take(name, fig, fmt) if prerendered is not None else None
+        if data is None:
+            rest.append((p, fig, fmt))
+        else:
+            p.write_bytes(data)
+    for (p, _, _), data in zip(rest, figures_bytes([(fig, fmt) for _, fig, fmt in rest], style), strict=True):
+        p.write_bytes(data)
     return paths

@@ -204,37 +204,62 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
     return pd.DataFrame(rows)
 
 
+def _table_metrics(frame: pd.DataFrame, single_column: bool) -> list[str]:
+    """The metric columns of the main table (its single-column variant: without MAP@R and
+    R-Precision)."""
+    metrics = [c for c in frame.columns if c not in ("split", "method") and not c.endswith("_half_width")]
+    return [m for m in metrics if m not in ("map_at_r", "r_precision")] if single_column else metrics
+
+
+def _best_and_runner_up(part: pd.DataFrame, metrics: list[str]) -> tuple[dict[str, set], dict[str, str]]:
+    """One split's rows of the main table: per metric, the methods within 5e-5 of the best value
+    (bold), and, where one method is best alone, the runner-up it is tested against."""
+    best, runner = {}, {}
+    for m in metrics if len(part) > 1 else ():  # one method: nothing to be best among
+        vals = part[m].to_numpy(float)
+        if np.isfinite(vals).any():
+            target = np.nanmin(vals) if m in LOWER_IS_BETTER else np.nanmax(vals)
+            best[m] = set(part["method"][np.isclose(vals, target, rtol=0, atol=5e-5)])
+            if len(best[m]) == 1:
+                others = part.set_index("method")[m].drop(next(iter(best[m])))
+                if others.notna().any():  # (no other method with a value: no runner-up to test)
+                    runner[m] = others.idxmin() if m in LOWER_IS_BETTER else others.idxmax()
+    return best, runner
+
+
+def significance_questions(frame: pd.DataFrame, single_column: bool = False) -> list[tuple[str, str, str, str]]:
+    """The (split, metric, best, runner-up) questions :func:`summary_latex` asks its hook: a
+    caller can answer them all at once (the permutation tests of a split then share one product)
+    and hand in a hook that looks the answers up."""
+    metrics = _table_metrics(frame, single_column)
+    out = []
+    for split in dict.fromkeys(frame["split"]):
+        best, runner = _best_and_runner_up(frame[frame["split"] == split], metrics)
+        out += [(split, m, next(iter(best[m])), runner[m]) for m in metrics if m in runner]
+    return out
+
+
 def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | None = None,
                   single_column: bool = False) -> str:
     """The main results table: methods (x split) by headline metric, value +- half-width, the
     best per column (per split) in bold (ties: all bold), a dagger where the best differs
     significantly from the runner-up (``hook``). ``single_column``: the narrower variant (no
     half-widths, no MAP@R / R-Precision) for one column."""
-    metrics = [c for c in frame.columns if c not in ("split", "method") and not c.endswith("_half_width")]
-    if single_column:
-        metrics = [m for m in metrics if m not in ("map_at_r", "r_precision")]
+    metrics = _table_metrics(frame, single_column)
     splits = list(dict.fromkeys(frame["split"]))
     out_rows, marked = [], False
     for split in splits:
         part = frame[frame["split"] == split]
-        best = {}
-        for m in metrics if len(part) > 1 else ():  # one method: nothing to be best among
-            vals = part[m].to_numpy(float)
-            if np.isfinite(vals).any():
-                target = np.nanmin(vals) if m in LOWER_IS_BETTER else np.nanmax(vals)
-                best[m] = set(part["method"][np.isclose(vals, target, rtol=0, atol=5e-5)])
+        best, runner = _best_and_runner_up(part, metrics)
         for _, r in part.iterrows():
             row = ({"split": split} if len(splits) > 1 else {}) | {"method": r["method"]}
             for m in metrics:
                 text = format_value(r[m])
                 if m in best and r["method"] in best[m]:
                     text = rf"\textbf{{{text}}}"
-                    if hook is not None and len(best[m]) == 1 and len(part) > 1:
-                        vals = part.set_index("method")[m].drop(r["method"])
-                        runner = vals.idxmin() if m in LOWER_IS_BETTER else vals.idxmax()
-                        if hook(split, m, r["method"], runner):
-                            text += r"$^\dagger$"
-                            marked = True
+                    if hook is not None and m in runner and hook(split, m, r["method"], runner[m]):
+                        text += r"$^\dagger$"
+                        marked = True
                 half = r[f"{m}_half_width"]
                 if not single_column and math.isfinite(half):
                     text += rf"{{\scriptsize$\pm${format_value(half)}}}"

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import DASHES, PALETTE, base_layout, plot_text, rgba
+from .style import DASHES, PALETTE, base_layout, figure, plot_text, rgba
 
 DEFAULT_METRICS = ("map", "map_at_r", "precision_at_1", "jsd")
 
@@ -24,34 +24,37 @@ def checkpoint_figure(table: pd.DataFrame, split: str, metrics: tuple[str, ...] 
     labels = {m: t.loc[t["metric"] == m, "label"].iloc[0] for m in shown}
     cols = min(2, len(shown)) or 1
     rows = math.ceil(len(shown) / cols) or 1
+    # each panel about as tall as wide: 2 x 2 panels stay readable at column width
+    layout = base_layout(title or f"Metrics over training ({plot_text(split)}); star = best checkpoint",
+                         aspect=0.5 * rows + 0.1)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[labels[m] for m in shown], horizontal_spacing=0.14,
-                        vertical_spacing=0.2 if rows > 1 else 0.1)
+                        vertical_spacing=0.2 if rows > 1 else 0.1, figure=figure([], layout))
     families = list(dict.fromkeys(t["family"]))
+    traces, cells = [], []
     for i, m in enumerate(shown):
-        r, c = i // cols + 1, i % cols + 1
         for j, fam in enumerate(families):
             part = t[(t["metric"] == m) & (t["family"] == fam)].sort_values("step")
             col = PALETTE[j % len(PALETTE)]
             name = plot_text(fam or "checkpoints")
-            fig.add_trace(go.Scatter(
-                x=part["step"], y=part["value"], mode="lines+markers", name=name, legendgroup=name,
-                showlegend=i == 0, line=dict(color=col, width=2, dash=DASHES[j // len(PALETTE) % len(DASHES)]),
+            traces.append(go.Scatter(
+                x=part["step"].to_numpy(), y=part["value"].to_numpy(), mode="lines+markers", name=name,
+                legendgroup=name, showlegend=i == 0,
+                line=dict(color=col, width=2, dash=DASHES[j // len(PALETTE) % len(DASHES)]),
                 marker=dict(size=6, symbol="circle"),
-                error_y=dict(type="data", symmetric=False, array=part["ci_high"] - part["value"],
-                             arrayminus=part["value"] - part["ci_low"], color=rgba(col, 0.6)),
-                customdata=part["method"].map(plot_text),
-                hovertemplate="%{customdata}: %{y:.4f}<extra>" + name + "</extra>"),
-                row=r, col=c)
+                error_y=dict(type="data", symmetric=False, array=(part["ci_high"] - part["value"]).to_numpy(),
+                             arrayminus=(part["value"] - part["ci_low"]).to_numpy(), color=rgba(col, 0.6)),
+                customdata=part["method"].map(plot_text).to_numpy(),
+                hovertemplate="%{customdata}: %{y:.4f}<extra>" + name + "</extra>"))
             # the best checkpoint as a star over its circle (its own trace: the legend keeps the circle)
             best = part[part["is_best"].astype(bool)]
-            fig.add_trace(go.Scatter(x=best["step"], y=best["value"], mode="markers", legendgroup=name,
-                                     showlegend=False, marker=dict(size=11, symbol="star", color=col),
-                                     hoverinfo="skip"), row=r, col=c)
-        fig.update_xaxes(title_text="step" if r == rows else None, row=r, col=c)
-    # each panel about as tall as wide: 2 x 2 panels stay readable at column width
-    fig.update_layout(**base_layout(title or f"Metrics over training ({plot_text(split)}); star = best checkpoint",
-                                    aspect=0.5 * rows + 0.1))
-    return fig
+            traces.append(go.Scatter(x=best["step"].to_numpy(), y=best["value"].to_numpy(), mode="markers",
+                                     legendgroup=name, showlegend=False,
+                                     marker=dict(size=11, symbol="star", color=col), hoverinfo="skip"))
+            cells += [(i // cols + 1, i % cols + 1)] * 2
+    # the traces in one call, the bottom row's axis titles in one update (one plotly update each)
+    fig.add_traces(traces, rows=[r for r, _ in cells], cols=[c for _, c in cells])
+    bottom = [fig.get_subplot(rows, i % cols + 1).xaxis.plotly_name for i in range(len(shown)) if i // cols + 1 == rows]
+    return fig.update_layout({axis: dict(title_text="step") for axis in bottom})
 
 
 def checkpoint_heatmap(class_ap: pd.DataFrame, split: str, family: str, title: str | None = None) -> go.Figure:
@@ -59,15 +62,12 @@ def checkpoint_heatmap(class_ap: pd.DataFrame, split: str, family: str, title: s
     part = class_ap[(class_ap["split"] == split) & (class_ap["family"] == family)]
     order = part.drop_duplicates("method").sort_values("step")["method"].tolist()
     grid = part.pivot_table(index="class", columns="method", values="mean_ap")[order]
-    fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[plot_text(m) for m in order],
-                               y=[plot_text(c) for c in grid.index], zmin=0, zmax=1,
-                               colorscale="Viridis", colorbar=dict(title="mean AP"),
-                               hovertemplate="class %{y}, %{x}: %{z:.3f}<extra></extra>"))
+    heat = go.Heatmap(z=grid.to_numpy(), x=[plot_text(m) for m in order], y=[plot_text(c) for c in grid.index],
+                      zmin=0, zmax=1, colorscale="Viridis", colorbar=dict(title="mean AP"),
+                      hovertemplate="class %{y}, %{x}: %{z:.3f}<extra></extra>")
     fam = f"{plot_text(family)}, " if family else ""
-    fig.update_layout(**base_layout(title or f"Mean AP per class over training ({fam}{plot_text(split)})"))
-    fig.update_xaxes(title="checkpoint", type="category")
-    fig.update_yaxes(title="class", type="category")
-    return fig
+    return figure([heat], base_layout(title or f"Mean AP per class over training ({fam}{plot_text(split)})"),
+                  xaxis=dict(title="checkpoint", type="category"), yaxis=dict(title="class", type="category"))
 
 
 def histogram_small_multiples(hist: pd.DataFrame, methods: list[str], jsd: dict[str, float], split: str = "all",
@@ -80,17 +80,19 @@ def histogram_small_multiples(hist: pd.DataFrame, methods: list[str], jsd: dict[
     rows = math.ceil(len(methods) / cols) or 1
     panel, gap = 0.3, 0.22
     aspect = rows * panel + (rows - 1) * gap
+    layout = base_layout(title or f"Pair similarities over training ({plot_text(split)})", aspect=aspect)
     fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.08,
                         vertical_spacing=gap / aspect if rows > 1 else 0.0,
-                        subplot_titles=[f"{plot_text(m)}<br>JSD {jsd[m]:.3f}" for m in methods])
+                        subplot_titles=[f"{plot_text(m)}<br>JSD {jsd[m]:.3f}" for m in methods],
+                        figure=figure([], layout))
+    traces, cells = [], []
     for i, m in enumerate(methods):
         part = hist[(hist["method"] == m) & (hist["split"] == split)]
         for kind, col in (("negative", PALETTE[0]), ("positive", PALETTE[1])):
             h = part[part["kind"] == kind]
-            fig.add_trace(go.Scatter(x=0.5 * (h["bin_left"] + h["bin_right"]), y=h["density"], mode="lines",
-                                     fill="tozeroy", fillcolor=rgba(col, 0.3), line=dict(color=col, width=1),
-                                     name=f"{kind} pairs", legendgroup=kind, showlegend=i == 0),
-                          row=i // cols + 1, col=i % cols + 1)
-    fig.update_layout(**base_layout(title or f"Pair similarities over training ({plot_text(split)})",
-                                    aspect=aspect))
-    return fig
+            traces.append(go.Scatter(x=(0.5 * (h["bin_left"] + h["bin_right"])).to_numpy(), y=h["density"].to_numpy(),
+                                     mode="lines", fill="tozeroy", fillcolor=rgba(col, 0.3),
+                                     line=dict(color=col, width=1), name=f"{kind} pairs", legendgroup=kind,
+                                     showlegend=i == 0))
+            cells.append((i // cols + 1, i % cols + 1))
+    return fig.add_traces(traces, rows=[r for r, _ in cells], cols=[c for _, c in cells])

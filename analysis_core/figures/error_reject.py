@@ -6,24 +6,23 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import base_layout, plot_text, series_look
+from .style import base_layout, figure, plot_text, series_look
 
 
 def erc_figure(curves: dict[str, pd.DataFrame], title: str | None = None) -> go.Figure:
     """Error-vs-reject curves per method, with each method's oracle dotted."""
-    fig = go.Figure()
+    traces = []
     for i, (name, c) in enumerate(curves.items()):
         col, dash, _, _ = series_look(i)
         name = plot_text(name)
-        fig.add_trace(go.Scatter(x=c["fraction_rejected"], y=c["error"], mode="lines", name=name,
+        x = c["fraction_rejected"].to_numpy()
+        traces.append(go.Scatter(x=x, y=c["error"].to_numpy(), mode="lines", name=name,
                                  line=dict(color=col, width=2, dash=dash)))
-        fig.add_trace(go.Scatter(x=c["fraction_rejected"], y=c["oracle_error"], mode="lines",
-                                 name=f"{name} (oracle)", line=dict(color=col, width=1.0, dash="dot"),
-                                 opacity=0.7, showlegend=False))
+        traces.append(go.Scatter(x=x, y=c["oracle_error"].to_numpy(), mode="lines", name=f"{name} (oracle)",
+                                 line=dict(color=col, width=1.0, dash="dot"), opacity=0.7, showlegend=False))
     # one legend entry for every oracle: the legend stays one row per method at column width
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="oracles",
+    traces.append(go.Scatter(x=[None], y=[None], mode="lines", name="oracles",
                              line=dict(color="#777", width=1.0, dash="dot")))
-    fig.update_layout(**base_layout(title or "Error against rejected fraction (least confident first)", aspect=0.7))
-    fig.update_xaxes(title="fraction of queries rejected", range=[0, 1])
-    fig.update_yaxes(title="error of the kept queries", rangemode="tozero")
-    return fig
+    return figure(traces, base_layout(title or "Error against rejected fraction (least confident first)", aspect=0.7),
+                  xaxis=dict(title="fraction of queries rejected", range=[0, 1]),
+                  yaxis=dict(title="error of the kept queries", rangemode="tozero"))

@@ -7,16 +7,15 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..metrics.registry import label
-from .style import base_layout, plot_text, series_look
+from .style import base_layout, figure, plot_text, series_look
 
 
 def generalization_figure(gen: pd.DataFrame, splits: list[str], title: str | None = None) -> go.Figure:
     """Each metric per split, side by side."""
-    fig = go.Figure()
+    x = [label(m, short=True) for m in gen["metric"]]
+    traces = []
     for i, s in enumerate(splits):
         col, _, _, pattern = series_look(i)
-        fig.add_trace(go.Bar(x=[label(m, short=True) for m in gen["metric"]], y=gen[s], name=plot_text(s),
+        traces.append(go.Bar(x=x, y=gen[s].to_numpy(), name=plot_text(s),
                              marker=dict(color=col, pattern_shape=pattern)))
-    fig.update_layout(**base_layout(title or "Metrics per split"), barmode="group")
-    fig.update_yaxes(title="value")
-    return fig
+    return figure(traces, base_layout(title or "Metrics per split"), barmode="group", yaxis=dict(title="value"))

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from ..export.number_format import format_p
 from ..stats.bands import ALL
 from ..stats.posthoc import PostHocResult
-from .style import PALETTE, base_layout, box_fill, plot_text, rgba, series_look
+from .style import PALETTE, apply_layout, base_layout, box_fill, figure, plot_text, rgba, series_look
 
 
 def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
@@ -21,20 +21,20 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
         b = b[b["split"] == split]
     methods = methods or list(dict.fromkeys(b["method"]))
     classes = classes or [ALL]
-    fig = go.Figure()
-    i = 0
+    traces = []
     for m in methods:
         for c in classes:
             part = b[(b["method"] == m) & (b["class"] == c)].sort_values("recall")
             if part.empty:
                 continue
-            col, dash, symbol, _ = series_look(i)
-            i += 1
+            col, dash, symbol, _ = series_look(len(traces) // 2)
             name = plot_text(m if len(classes) == 1 else (c if len(methods) == 1 else f"{m} · {c}"))
-            fig.add_trace(go.Scatter(x=np.r_[part["recall"], part["recall"][::-1]],
-                                     y=np.r_[part["high"], part["low"][::-1]], fill="toself", fillcolor=rgba(col, 0.18),
-                                     line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name))
-            fig.add_trace(go.Scatter(x=part["recall"], y=part["mean"], mode="lines+markers", name=name,
+            recall = part["recall"].to_numpy()
+            traces.append(go.Scatter(x=np.r_[recall, recall[::-1]],
+                                     y=np.r_[part["high"].to_numpy(), part["low"].to_numpy()[::-1]], fill="toself",
+                                     fillcolor=rgba(col, 0.18), line=dict(width=0), hoverinfo="skip",
+                                     showlegend=False, legendgroup=name))
+            traces.append(go.Scatter(x=recall, y=part["mean"].to_numpy(), mode="lines+markers", name=name,
                                      line=dict(color=col, width=2, dash=dash), marker=dict(size=4, symbol=symbol),
                                      legendgroup=name,
                                      customdata=np.c_[part["low"], part["high"], part["n"]],
@@ -42,30 +42,29 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
                                                    "<br>band [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
                                                    "<br>n = %{customdata[2]}<extra>" + name + "</extra>"))
     band = "simultaneous (bootstrap)" if kind == "bootstrap" else "pointwise t"
-    fig.update_layout(**base_layout(title or f"Precision-recall: mean and {band} confidence band", aspect=0.8))
-    fig.update_xaxes(title="recall", range=[0, 1])
-    fig.update_yaxes(title="precision", range=[0, 1.02])
-    return fig
+    return figure(traces, base_layout(title or f"Precision-recall: mean and {band} confidence band", aspect=0.8),
+                  xaxis=dict(title="recall", range=[0, 1]), yaxis=dict(title="precision", range=[0, 1.02]))
 
 
 def ap_by_class_figure(ap: pd.DataFrame, title: str | None = None, max_classes: int = 60) -> go.Figure:
     """Per-query AP by class (box plus points), one colour per method. With more than
     ``max_classes`` classes, the ``max_classes`` with the lowest mean AP are shown."""
-    df = ap.assign(label=ap["label"].astype(str).map(plot_text))
+    labels = ap["label"].astype(str)
+    df = ap.assign(label=labels.map({c: plot_text(c) for c in labels.unique()}))  # each class escaped once
     order = df.groupby("label")["ap"].mean().sort_values()
     shown = order.index[:max_classes].tolist()
     df = df[df["label"].isin(shown)]
-    fig = go.Figure()
+    traces = []
     for i, (m, part) in enumerate(df.groupby("method", sort=False)):
         col, _, symbol, _ = series_look(i)
-        fig.add_trace(go.Box(x=part["label"], y=part["ap"], name=plot_text(m), marker_color=col, fillcolor=box_fill(i),
-                             boxpoints="all", jitter=0.4, pointpos=0, marker=dict(size=3, opacity=0.5, symbol=symbol),
-                             line=dict(width=1.2)))
+        traces.append(go.Box(x=part["label"].to_numpy(), y=part["ap"].to_numpy(), name=plot_text(m), marker_color=col,
+                             fillcolor=box_fill(i), boxpoints="all", jitter=0.4, pointpos=0,
+                             marker=dict(size=3, opacity=0.5, symbol=symbol), line=dict(width=1.2)))
     sub = f" ({len(shown)} of {len(order)} classes, lowest mean AP)" if len(order) > len(shown) else ""
-    fig.update_layout(**base_layout(title or f"Average precision by query class{sub}", aspect=0.55), boxmode="group")
-    fig.update_xaxes(title="class", categoryorder="array", categoryarray=shown, type="category")
-    fig.update_yaxes(title="AP", range=[-0.02, 1.02])
-    return fig
+    return figure(traces, base_layout(title or f"Average precision by query class{sub}", aspect=0.55),
+                  boxmode="group", xaxis=dict(title="class", categoryorder="array", categoryarray=shown,
+                                              type="category"),
+                  yaxis=dict(title="AP", range=[-0.02, 1.02]))
 
 
 def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
@@ -95,8 +94,8 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)
     chars = max((len(str(y)) for y in fig.data[0].y), default=0)
-    fig.update_layout(**base_layout(title or default, rows=rows, label_chars=chars), showlegend=False,
-                      height=max(360, 22 * rows + 140))
+    apply_layout(fig, base_layout(title or default, rows=rows, label_chars=chars), showlegend=False,
+                 height=max(360, 22 * rows + 140))
     fig.update_yaxes(dtick=1, range=[-0.7, rows - 0.3])  # no empty rows above and below
     return fig
 
@@ -112,17 +111,16 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     chars = 0 if not len(paired) else int(max(la.max(), lb.max()) + 2 if long else (la + lb).max() + 3)
     hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
              for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
-    fig = go.Figure(go.Scatter(x=t["mean_diff"], y=t["pair"], mode="markers", text=hover,
-                               error_x=dict(type="data", symmetric=False, array=t["ci_high"] - t["mean_diff"],
-                                            arrayminus=t["mean_diff"] - t["ci_low"]),
-                               marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=8),
-                               hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>", showlegend=False))
+    traces = [go.Scatter(x=t["mean_diff"].to_numpy(), y=t["pair"].to_numpy(), mode="markers", text=hover,
+                         error_x=dict(type="data", symmetric=False, array=(t["ci_high"] - t["mean_diff"]).to_numpy(),
+                                      arrayminus=(t["mean_diff"] - t["ci_low"]).to_numpy()),
+                         marker=dict(color=np.where(t["reject"], PALETTE[1], PALETTE[7]), size=8),
+                         hovertemplate="%{y}: %{x:.4f}<br>%{text}<extra></extra>", showlegend=False)]
     # what the two colours mean: legend entries without data
     for name, col in (("significant (Holm)", PALETTE[1]), ("not significant", PALETTE[7])):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
-    fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
-    fig.update_layout(**base_layout(title or "Paired per-query AP differences with t intervals",
-                                    rows=len(t) * (1.5 if long else 1), label_chars=chars))
-    fig.update_xaxes(title="mean AP difference a − b")
-    fig.update_yaxes(type="category", range=[-0.7, len(t) - 0.3])
-    return fig
+        traces.append(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
+    fig = figure(traces, base_layout(title or "Paired per-query AP differences with t intervals",
+                                     rows=len(t) * (1.5 if long else 1), label_chars=chars),
+                 xaxis=dict(title="mean AP difference a − b"),
+                 yaxis=dict(type="category", range=[-0.7, len(t) - 0.3]))
+    return fig.add_vline(x=0, line=dict(color="#888", dash="dot"))

@@ -16,6 +16,7 @@ means over queries: they have no per-query column and no kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: cutoffs a per-query kernel can be evaluated at
 CUTOFFS = ("all", "R", "k")
@@ -104,7 +105,14 @@ def metric_table(ks: tuple[int, ...] = (1, 2, 4, 8)) -> list[Metric]:
     """Every metric for cutoffs ``ks``, in reading order. P@1 is listed
     once as ``precision_at_1`` (its keys ``precision_at_1`` and ``precision_at_k.1``); Recall@1,
     the same number per query, keeps its own column and key but is not a headline metric."""
-    ks = tuple(sorted({int(k) for k in ks}))
+    return list(_metric_table(tuple(sorted({int(k) for k in ks}))))
+
+
+@lru_cache(maxsize=64)
+def _metric_table(ks: tuple[int, ...]) -> tuple[Metric, ...]:
+    """:func:`metric_table` of sorted distinct ``ks``, built once per cutoff set: a report asks
+    for it hundreds of times (every paired test, every checkpoint), and the per-metric paired
+    tests for 1 024 cutoffs; entries are frozen, so callers share them (each gets its own list)."""
     out: list[Metric] = []
     for spec in REGISTRY:
         if spec.cutoff != "k":
@@ -118,7 +126,7 @@ def metric_table(ks: tuple[int, ...] = (1, 2, 4, 8)) -> list[Metric]:
             elif spec.name == "recall_at_{k}" and k == 1:
                 m = Metric(m.name, m.column, m.key, m.label, m.kind, m.short, m.keys, m.kernel, m.cutoff, k, False)
             out.append(m)
-    return out
+    return tuple(out)
 
 
 def query_columns(ks: tuple[int, ...]) -> list[Metric]:

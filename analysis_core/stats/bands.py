@@ -12,6 +12,8 @@ with probability about 1 - alpha.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -22,13 +24,25 @@ ALL = "all"
 def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str = "t",
          n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Band over the rows of ``curves`` (queries x recall points): recall, mean, low, high, n."""
+    return pd.DataFrame(_band(curves, recall, alpha, kind, n_boot, seed))
+
+
+@lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    """``stats.t.ppf(q, df)``, once per (q, df): a report asks for the same few hundreds of times
+    (scipy's distribution machinery costs about a millisecond a call)."""
+    return float(stats.t.ppf(q, df))
+
+
+def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boot: int, seed: int) -> dict:
+    """:func:`band`'s columns as arrays."""
     curves = np.asarray(curves, np.float64)
     n = curves.shape[0]
     mean = curves.mean(axis=0) if n else np.full(recall.size, np.nan)
     sd = curves.std(axis=0, ddof=1) if n > 1 else np.full(recall.size, np.nan)
     se = sd / np.sqrt(n) if n > 1 else sd
     if kind == "t":
-        half = stats.t.ppf(1 - alpha / 2, n - 1) * se if n > 1 else np.full(recall.size, np.nan)
+        half = _t_quantile(1 - alpha / 2, n - 1) * se if n > 1 else np.full(recall.size, np.nan)
     elif kind == "bootstrap":
         if n < 2:
             half = np.full(recall.size, np.nan)
@@ -50,7 +64,7 @@ def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str 
             half = np.quantile(worst, 1 - alpha) * se
     else:
         raise ValueError(f"kind must be 't' or 'bootstrap', not {kind!r}")
-    return pd.DataFrame({"recall": recall, "mean": mean, "low": mean - half, "high": mean + half, "n": n})
+    return {"recall": recall, "mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
 def sub_grid(recall: np.ndarray, n_recall: int) -> np.ndarray:
@@ -82,8 +96,7 @@ def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_
         labels = ds.labels[rows].astype(str)
         names = ([ALL] + (sorted(set(labels.tolist())) if by_class else [])) if classes is None else classes
         for cls in names:
-            b = band(curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)
-            b.insert(0, "class", cls)
-            b.insert(0, "method", m)
-            frames.append(b)
+            # one frame with its name columns (inserting text columns into a frame cost more than the band)
+            frames.append(pd.DataFrame({"method": m, "class": cls, **_band(
+                curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)}))
     return pd.concat(frames, ignore_index=True)

@@ -62,11 +62,14 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
         fams = families_of(ev.methods)
         long = metric_frame(ev)
         registry = summary_metrics(ev.ks)
+        # the rows of each (method, metric), in table order, split once (a mask per pair was most of the time)
+        parts = dict(iter(long.groupby(["method", "metric"], sort=False)))
+        none = long.iloc[:0]
         for family, members in fams.items():
             for method, step in members:
                 summ = ev.method_summary(method)
                 for m in registry:
-                    vals = long.loc[(long["method"] == method) & (long["metric"] == m.name), "value"].to_numpy()
+                    vals = parts.get((method, m.name), none)["value"].to_numpy()
                     n = vals.size
                     value = _summary_value(summ, m.key)
                     lo = hi = math.nan
@@ -77,7 +80,7 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
                                      label=m.label, value=value, ci_low=lo, ci_high=hi, n=n))
                 rows.append(dict(split=split, family=family, method=method, step=step, metric="jsd", label="JSD",
                                  value=float(summ["jsd"]), ci_low=math.nan, ci_high=math.nan, n=0))
-                ap = long[(long["method"] == method) & (long["metric"] == "map")]
+                ap = parts.get((method, "map"), none)
                 for cls, part in ap.groupby("label", sort=True):
                     class_rows.append(dict(split=split, family=family, method=method, step=step, **{"class": cls},
                                            mean_ap=float(part["value"].mean()), n=len(part)))
@@ -96,6 +99,7 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
     out = []
     mine = pd.DataFrame([r for r in rows if r["split"] == split and r["family"] == family])
     last = methods[-1]
+    tested: dict[str, tuple[int, str]] = {}  # metric -> (its row in out, best): tested together below
     for metric, part in mine.groupby("metric", sort=False):
         if metric == "jsd":
             continue  # a pair statistic: no per-query values to pair
@@ -112,11 +116,20 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
                             ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,
                             note="the last checkpoint is the best"))
             continue
-        pair = long[(long["metric"] == metric) & long["method"].isin([best, last])]
-        t = metric_paired_tests(pair, alpha, n_permutations, seed).iloc[0]
+        tested[metric] = (len(out), best)
+        out.append({})
+    if not tested:
+        return out
+    # one call for every metric's pair (each metric's rows hold only its best and last, so each is
+    # tested, and Holm-adjusted, alone): the permutation tests share one product
+    pairs = pd.concat([long[(long["metric"] == metric) & long["method"].isin([best, last])]
+                       for metric, (_, best) in tested.items()], ignore_index=True)
+    results = metric_paired_tests(pairs, alpha, n_permutations, seed).set_index("metric")
+    for metric, (i, best) in tested.items():
+        t = results.loc[metric]
         sign = 1.0 if t["method_a"] == best else -1.0  # pairs come in sorted order: orient as best - last
         lo, hi = sorted((sign * t["ci_low"], sign * t["ci_high"]))
-        out.append(dict(split=split, family=family, metric=metric, best=best, last=last,
-                        mean_diff=sign * t["mean_diff"], ci_low=lo, ci_high=hi, test=t["test"],
-                        p_value=t["p_value"], note=t["note"]))
+        out[i] = dict(split=split, family=family, metric=metric, best=best, last=last,
+                      mean_diff=sign * t["mean_diff"], ci_low=lo, ci_high=hi, test=t["test"],
+                      p_value=t["p_value"], note=t["note"])
     return out

@@ -20,6 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from ..engine.core import run_pass
+from ..engine.results import PassResult
 
 
 @dataclass(frozen=True)
@@ -61,23 +62,36 @@ def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
 
 
 def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
-                   similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05) -> GroupedRecall:
+                   similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05,
+                   loo_pass: PassResult | None = None) -> GroupedRecall:
     """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
 
     With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
     is the mean of the partition means, the interval uses the average single-partition standard
     error, and ``repeat_sd`` reports how much the partition itself moves the value.
+
+    ``loo_pass``: a pass the caller already has over all of ``X`` and ``codes``, leave-one-out
+    (every item a query and in the gallery), in float32, with ``similarity``: a group holding
+    every class (``group_size`` = the number of classes) is exactly that retrieval problem, so
+    its Recall@K is read from it instead of run again (the engine's per-query values do not depend
+    on threads, blocks or the PR grid). Used when its cutoffs include every k of ``ks``.
     """
     codes = np.asarray(codes)
     classes = np.unique(codes)
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     ks = tuple(sorted({int(k) for k in ks}))
+    reuse = loo_pass is not None and loo_pass.query_items.size == codes.size and all(
+        f"recall_at_{k}" in loo_pass.columns for k in ks)
     rows = []
     for r, groups in _partitions(classes, group_size, seed, repeats):
         for g, members in enumerate(groups):
             idx = np.nonzero(np.isin(codes, members))[0]
-            res = run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1)
+            if reuse and idx.size == codes.size:
+                res = loo_pass
+            else:
+                res = run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1,
+                               hit_rates_only=True)
             scored = res.values[:, 0] > 0
             sizes = np.unique(codes[idx], return_counts=True)[1]
             for k in ks:
@@ -86,17 +100,21 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
                 rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
                                  n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
     per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
+    scored = per_group[per_group["recall"].notna()]
+    k_of = scored["k"].to_numpy()
     out = []
     for k in ks:
-        part = per_group[(per_group["k"] == k)].dropna(subset=["recall"])
+        part = scored[k_of == k]
         by_rep = part.groupby("repeat")["recall"]
         means = by_rep.mean()
-        n_groups = int(by_rep.size().min()) if len(part) else 0
+        sizes = by_rep.size()
+        n_groups = int(sizes.min()) if len(part) else 0
         m = float(means.mean()) if len(means) else np.nan
         lo = hi = sd = np.nan
         if n_groups > 1:
-            sd = float(by_rep.std(ddof=1).mean())
-            se = float((by_rep.std(ddof=1) / np.sqrt(by_rep.size())).mean())
+            sds = by_rep.std(ddof=1)
+            sd = float(sds.mean())
+            se = float((sds / np.sqrt(sizes)).mean())
             half = stats.t.ppf(1 - alpha / 2, n_groups - 1) * se
             lo, hi = max(0.0, m - half), min(1.0, m + half)
         out.append(dict(k=k, mean=m, sd=sd, ci_low=lo, ci_high=hi, n_groups=n_groups,

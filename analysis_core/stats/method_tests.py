@@ -363,9 +363,8 @@ def sign_flip_p_values(d: np.ndarray, n_permutations: int = 10_000, seed: int = 
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return np.mean(np.abs(signs @ d) >= obs - tol, axis=0), True
     hits = np.zeros(d.shape[1], np.int64)
-    for bits in _random_signs(n, n_permutations, seed):
-        signs = bits.astype(np.float64) * 2.0 - 1.0
-        hits += np.sum(np.abs(signs @ d) >= obs - tol, axis=0)
+    for signs in _random_signs(n, n_permutations, seed):
+        hits += np.sum(np.abs(signs.astype(np.float64) @ d) >= obs - tol, axis=0)
     return (hits + 1) / (n_permutations + 1), False
 
 
@@ -375,9 +374,11 @@ _SIGN_LOCK = threading.Lock()
 
 
 def _random_signs(n: int, n_permutations: int, seed: int) -> list[np.ndarray]:
-    """The random sign bits (0/1, int8) of :func:`sign_flip_p_values`, in chunks of about 4
-    million: the same draws from ``default_rng(seed)`` on every call, kept for the last few
-    (n, B, seed) that fit in :data:`_SIGN_CACHE_BYTES` so that repeated tests skip the draw."""
+    """The random signs (-1/+1, int8) of :func:`sign_flip_p_values`, in chunks of about 4
+    million: bits drawn from ``default_rng(seed)`` (the same draws on every call) mapped 0 -> -1,
+    1 -> +1, kept for the last few (n, B, seed) that fit in :data:`_SIGN_CACHE_BYTES` so that
+    repeated tests skip the draw. Kept as signs rather than bits: a test then converts them to
+    float64 in one pass (a third of the time of converting bits and mapping them)."""
     key = (n, n_permutations, seed)
     if key in _SIGN_CACHE:
         return _SIGN_CACHE[key]
@@ -386,7 +387,10 @@ def _random_signs(n: int, n_permutations: int, seed: int) -> list[np.ndarray]:
     out, done = [], 0
     while done < n_permutations:
         m = min(chunk, n_permutations - done)
-        out.append(rng.integers(0, 2, (m, n), dtype=np.int8))
+        bits = rng.integers(0, 2, (m, n), dtype=np.int8)
+        bits *= 2
+        bits -= 1
+        out.append(bits)
         done += m
     if n * n_permutations <= _SIGN_CACHE_BYTES // 2:
         with _SIGN_LOCK:
@@ -429,20 +433,31 @@ PAIRED_COLUMNS = ["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high",
                   "wins", "ties", "losses", "note"]
 
 
-def _pair_effect(d: np.ndarray, alpha: float, notes: list[str]) -> tuple[float, float, float]:
-    """Mean difference and its Student t interval (scipy's one-sample t on the differences)."""
+def _pair_effects(diffs: list[np.ndarray], alpha: float) -> list[tuple[float, float, float, str]]:
+    """(mean, t interval low, high, note) of each vector of differences: scipy's one-sample t on
+    the differences, one call for all vectors of the same length (scipy's per-call overhead was
+    most of a report's paired tests). Rows of a C-ordered matrix, reduced along the row, are
+    summed as each vector on its own, so every interval has the same bits as a call per vector
+    (tested)."""
     from scipy import stats
 
-    n = d.size
-    mean = float(d.mean()) if n else math.nan
-    if n < 2:
-        notes.append(f"interval undefined: {n} paired query(ies)")
-        return mean, math.nan, math.nan
-    if np.ptp(d) == 0.0:
-        notes.append("every difference is the same: zero-width interval")
-        return mean, mean, mean
-    ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - alpha)
-    return mean, float(ci.low), float(ci.high)
+    out: list[tuple[float, float, float, str]] = []
+    by_n: dict[int, list[int]] = {}
+    for i, d in enumerate(diffs):
+        n = d.size
+        mean = float(d.mean()) if n else math.nan
+        if n < 2:
+            out.append((mean, math.nan, math.nan, f"interval undefined: {n} paired query(ies)"))
+        elif np.ptp(d) == 0.0:
+            out.append((mean, mean, mean, "every difference is the same: zero-width interval"))
+        else:
+            out.append((mean, math.nan, math.nan, ""))
+            by_n.setdefault(n, []).append(i)
+    for idx in by_n.values():
+        ci = stats.ttest_1samp(np.stack([diffs[i] for i in idx]), 0.0, axis=1).confidence_interval(1 - alpha)
+        for i, lo, hi in zip(idx, np.atleast_1d(ci.low).tolist(), np.atleast_1d(ci.high).tolist(), strict=True):
+            out[i] = (out[i][0], lo, hi, "")
+    return out
 
 
 def _pairs(df: pd.DataFrame, value: str):
@@ -469,41 +484,77 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
     """Every pair of methods over the queries both answer: mean difference (a - b) with a t
     interval, paired sign-flip permutation test, Wilcoxon signed-rank test, both Holm-corrected
     across pairs, win / tie / loss counts, and ``note`` where something is undefined."""
-    from scipy import stats
+    out, diffs = _paired_rows(df, alpha, value)
+    out["p_permutation"] = _sign_flip_columns(diffs, n_permutations, seed)
+    return _holm_columns(out, alpha)
 
-    rows, diffs = [], []
-    for a, b, va, vb in _pairs(df, value):
-        d = merge_differences(va, vb)
-        diffs.append(d)
+
+def _paired_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """:func:`paired_tests` up to its permutation p-values (NaN) and Holm columns, and each
+    pair's differences: the permutation tests of several tables can then share one product."""
+    pairs = [(a, b, merge_differences(va, vb)) for a, b, va, vb in _pairs(df, value)]
+    diffs = [d for _, _, d in pairs]
+    rows = []
+    for (a, b, d), (mean, lo, hi, note), p_w in zip(pairs, _pair_effects(diffs, alpha), _wilcoxon_p_values(diffs),
+                                                     strict=True):
         n = d.size
-        notes: list[str] = []
-        mean, lo, hi = _pair_effect(d, alpha, notes)
-        p_perm = math.nan  # filled below, all pairs with the same queries in one product
+        notes = [note] if note else []
+        p_perm = math.nan  # filled by the caller, all pairs with the same queries in one product
         if not n:
             notes.append("no query answered by both")
-        nz = d[d != 0]
-        if nz.size:
-            # exact null distribution for small n without ties, else the normal approximation with the
-            # tie-corrected variance (scipy's default would run a permutation test for tied small samples)
-            exact = nz.size <= 50 and np.unique(np.abs(nz)).size == nz.size
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                p_w = float(stats.wilcoxon(nz, correction=False, method="exact" if exact else "asymptotic").pvalue)
-        else:
-            p_w = math.nan
-            if n:
-                notes.append("Wilcoxon undefined: every difference is zero")
+        elif not d.any():
+            notes.append("Wilcoxon undefined: every difference is zero")
         rows.append(dict(method_a=a, method_b=b, n=n, mean_diff=mean, ci_low=lo, ci_high=hi, p_permutation=p_perm,
                          p_wilcoxon=p_w, wins=int((d > 0).sum()), ties=int((d == 0).sum()),
                          losses=int((d < 0).sum()), note="; ".join(notes)))
-    out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS), diffs
+
+
+def _wilcoxon_p_values(diffs: list[np.ndarray]) -> list[float]:
+    """Wilcoxon signed-rank p-value of each vector of differences, zeros dropped (NaN when every
+    difference is zero): the exact null distribution for at most 50 non-zero differences without
+    ties, else the normal approximation with the tie-corrected variance (scipy's default would run
+    a permutation test for tied small samples). The approximate ones of vectors of one length
+    are one scipy call over their rows, zeros included: scipy drops them per row (``wilcox``);
+    ranks and their sums are integers or halves, exact in any order, so each p-value has the
+    bits of a call on that vector's non-zero differences alone (tested)."""
+    from scipy import stats
+
+    out = [math.nan] * len(diffs)
+    by_n: dict[int, list[int]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, d in enumerate(diffs):
+            nz = d[d != 0]
+            if not nz.size:
+                continue
+            if nz.size <= 50 and np.unique(np.abs(nz)).size == nz.size:
+                out[i] = float(stats.wilcoxon(nz, correction=False, method="exact").pvalue)
+            else:
+                by_n.setdefault(d.size, []).append(i)
+        for idx in by_n.values():
+            p = stats.wilcoxon(np.stack([diffs[i] for i in idx]), correction=False, method="asymptotic",
+                               axis=1).pvalue
+            for i, v in zip(idx, np.atleast_1d(p).tolist(), strict=True):
+                out[i] = v
+    return out
+
+
+def _sign_flip_columns(diffs: list[np.ndarray], n_permutations: int, seed: int) -> np.ndarray:
+    """Sign-flip p-value of each vector of differences (NaN for an empty one); the vectors of
+    one length in one product (:func:`sign_flip_p_values`)."""
+    out = np.full(len(diffs), np.nan)
     by_n: dict[int, list[int]] = {}
     for i, d in enumerate(diffs):
         if d.size:
             by_n.setdefault(d.size, []).append(i)
     for idx in by_n.values():
-        p, _ = sign_flip_p_values(np.column_stack([diffs[i] for i in idx]), n_permutations, seed)
-        out.loc[idx, "p_permutation"] = p
+        out[idx] = sign_flip_p_values(np.column_stack([diffs[i] for i in idx]), n_permutations, seed)[0]
+    return out
+
+
+def _holm_columns(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The Holm-adjusted columns and ``reject`` of a :func:`paired_tests` table (in place)."""
     out["p_permutation_holm"] = holm(out["p_permutation"])
     out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
     out["reject"] = (out["p_permutation_holm"] < alpha).fillna(False).astype(bool)
@@ -518,23 +569,19 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
     across pairs, and the difference of hit rates with its t interval. Where ties at the cutoff
     make some per-query hits fractional (expected hits), the sign-flip permutation test on the
     differences is used instead (for 0/1 hits it is the same conditional test) and ``note`` says so."""
-    from statsmodels.stats.contingency_tables import mcnemar
-
-    rows = []
-    for a, b, va, vb in _pairs(df, value):
-        d = merge_differences(va, vb)
-        notes: list[str] = []
-        mean, lo, hi = _pair_effect(d, alpha, notes)
+    pairs = [(a, b, va, vb, merge_differences(va, vb)) for a, b, va, vb in _pairs(df, value)]
+    rows, exact = [], []
+    for (a, b, va, vb, d), (mean, lo, hi, note) in zip(pairs, _pair_effects([p[4] for p in pairs], alpha),
+                                                        strict=True):
+        notes = [note] if note else []
         binary = bool(np.isin(va, (0.0, 1.0)).all() and np.isin(vb, (0.0, 1.0)).all())
         only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
         if d.size == 0:
             test, p = "", math.nan
             notes.append("no query answered by both")
         elif binary:
-            test = "McNemar exact"
-            both = int(((va == 1) & (vb == 1)).sum())
-            neither = int(((va == 0) & (vb == 0)).sum())
-            p = float(mcnemar([[both, only_a], [only_b, neither]], exact=True).pvalue)
+            test, p = "McNemar exact", math.nan  # filled below, every pair in one call
+            exact.append(len(rows))
         else:
             test = "sign-flip permutation"
             p, _ = sign_flip_p_value(d, n_permutations, seed)
@@ -542,11 +589,26 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
         rows.append(dict(method_a=a, method_b=b, n=int(d.size), mean_diff=mean, ci_low=lo, ci_high=hi, test=test,
                          p_value=p, discordant_a=only_a, discordant_b=only_b, wins=int((d > 0).sum()),
                          ties=int((d == 0).sum()), losses=int((d < 0).sum()), note="; ".join(notes)))
+    if exact:
+        p = mcnemar_exact_p([rows[i]["discordant_a"] for i in exact], [rows[i]["discordant_b"] for i in exact])
+        for i, v in zip(exact, p.tolist(), strict=True):
+            rows[i]["p_value"] = v
     out = pd.DataFrame(rows, columns=["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test",
                                       "p_value", "discordant_a", "discordant_b", "wins", "ties", "losses", "note"])
     out["p_holm"] = holm(out["p_value"])
     out["reject"] = (out["p_holm"] < alpha).fillna(False).astype(bool)
     return out
+
+
+def mcnemar_exact_p(discordant_a, discordant_b) -> np.ndarray:
+    """Exact McNemar p-values of discordant counts: statsmodels' ``mcnemar(table, exact=True)``
+    arithmetic, ``min(1, 2 binom.cdf(min(b, c), b + c, 1/2))``, for every pair in one call
+    (statsmodels builds a table per pair: most of a report's McNemar time; same bits, tested)."""
+    from scipy import stats
+
+    b = np.asarray(discordant_a, np.float64)
+    c = np.asarray(discordant_b, np.float64)
+    return np.minimum(stats.binom.cdf(np.minimum(b, c), (b + c).astype(np.int64), 0.5) * 2, 1)
 
 
 def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000,
@@ -561,16 +623,26 @@ def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutatio
     from ..metrics.registry import summary_metrics
 
     kinds = {m.name: m.kind for m in summary_metrics(tuple(range(1, 1025)))}
-    parts = []
+    parts: dict[str, pd.DataFrame] = {}
+    graded: dict[str, list[np.ndarray]] = {}  # the sign-flip tests of every metric in one product
     for name in metrics["metric"].unique():
         sub = metrics[metrics["metric"] == name]
         if kinds.get(name) == "hit":
-            t = mcnemar_tests(sub, alpha, n_permutations, seed, "value")
+            parts[name] = mcnemar_tests(sub, alpha, n_permutations, seed, "value")
         else:
-            t = paired_tests(sub, alpha, n_permutations, seed, "value")
-            t = t.assign(test="sign-flip permutation", p_value=t["p_permutation"], p_holm=t["p_permutation_holm"])
-        parts.append(t.assign(metric=name))
-    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+            parts[name], graded[name] = _paired_rows(sub, alpha, "value")
+    if graded:
+        p = _sign_flip_columns([d for diffs in graded.values() for d in diffs], n_permutations, seed)
+        start = 0
+        for name, diffs in graded.items():
+            t = parts[name]
+            t["p_permutation"] = p[start:start + len(diffs)]
+            start += len(diffs)
+            t = _holm_columns(t, alpha)
+            parts[name] = t.assign(test="sign-flip permutation", p_value=t["p_permutation"],
+                                   p_holm=t["p_permutation_holm"])
+    out = pd.concat([t.assign(metric=name) for name, t in parts.items()], ignore_index=True) if parts \
+        else pd.DataFrame()
     first = ["metric", "method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test", "p_value", "p_holm",
              "reject"]
     return out[first + [c for c in out.columns if c not in first]] if len(out) else out

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis_core.figures.style import PALETTE, base_layout, plot_text, series_look
+from analysis_core.figures.style import PALETTE, apply_layout, base_layout, plot_text, series_look
 from dashboard import components
 from dashboard.views.common import current
 
@@ -37,7 +37,7 @@ if got is not None:
         for i, tr in enumerate(fig.data):  # beyond the 8 colours, hatched bars (as everywhere)
             col, _, _, pattern = series_look(i)
             tr.marker.color, tr.marker.pattern.shape = col, pattern
-        fig.update_layout(**base_layout("AP+ − AP− of the queries with mixed ties"))
+        apply_layout(fig, base_layout("AP+ − AP− of the queries with mixed ties"))
         fig.update_xaxes(title="AP+ − AP−", exponentformat="power")  # not "50μ"
         fig.update_yaxes(title="queries")
         components.figure(fig, "tie_spread", tied[["method", "query", "label", "ap", "ap_lower", "ap_upper", "spread",

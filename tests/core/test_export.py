@@ -416,3 +416,40 @@ def test_a_figure_renders_the_same_on_the_reused_page_as_on_a_fresh_one(built, m
     export._RENDERER.close()
     for fmt in FORMATS:
         assert out[1, fmt] == out[1000, fmt], fmt
+
+
+@needs_tools
+def test_figures_rendered_together_or_in_the_background_are_those_rendered_one_by_one(built, tmp_path, monkeypatch):
+    """Several pages render at once (figures_bytes), and report / the archive render each figure
+    while the rest is computed (Prerender): the files are those of one figure at a time (PDF up
+    to its dates, SVG up to plotly's random ids)."""
+    import xml.etree.ElementTree as ET
+
+    import analysis_core.export.figures as export
+    from analysis_core.export.figures import Prerender, figures_bytes, write_figures
+
+    ev, rep = built
+    style = FigureStyle.preset("single")
+    names = ["pr_bands", "ap_by_class", "grouped_recall_by_size", "erc"]
+
+    def norm(fmt: str, data: bytes) -> bytes:
+        if fmt == "pdf":
+            return re.sub(rb"/(CreationDate|ModDate) ?\(D:[^)]*\)", b"", data)
+        if fmt == "svg":
+            uid = re.search(rb"defs-([0-9a-f]{6})", data).group(1)
+            data = re.sub(rb"trace[0-9a-f]{6}", b"trace", data.replace(uid, b"uid"))
+            data = ET.canonicalize(xml_data=data.decode()).encode()
+        return data
+
+    one = {(n, f): norm(f, figure_bytes(rep.figures[n], f, style)) for n in names for f in FORMATS}
+    items = [(n, f) for n in names for f in FORMATS]
+    together = figures_bytes([(rep.figures[n], f) for n, f in items], style)
+    assert {k: norm(k[1], d) for k, d in zip(items, together, strict=True)} == one
+    pre = Prerender(FORMATS, style)
+    for n in names:
+        pre(n, rep.figures[n])
+    rendered_after = []
+    monkeypatch.setattr(export, "figures_bytes", lambda items, style=None: rendered_after.extend(items) or [])
+    written = write_figures({n: rep.figures[n] for n in names}, tmp_path, FORMATS, style, pre)
+    assert {(p.stem, p.suffix[1:]): norm(p.suffix[1:], p.read_bytes()) for p in written} == one
+    assert rendered_after == []  # every file came from the background renders

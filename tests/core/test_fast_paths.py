@@ -1,14 +1,19 @@
 """The closed forms the dashboard relies on for speed equal the general computations they
 replace: the complete-design two-way ANOVA equals statsmodels' type II table; one query's
-neighbours from one row of scores equal faiss's exact search (ties aside)."""
+neighbours from one row of scores equal faiss's exact search (ties aside). And the report's batched
+statistics equal their one-at-a-time originals bit for bit: t intervals, Wilcoxon and McNemar
+p-values of many pairs in one call, Grouped Recall reusing the evaluation's pass, figures built
+in one validation."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from analysis_core.engine.layout import prepare_vectors
 from analysis_core.engine.topk import query_neighbours, top_k
@@ -70,3 +75,95 @@ def test_query_neighbours_order_ties_by_index_and_leave_the_query_out():
     assert i.tolist() == [4, 6, 7, 0, 1] and s.tolist() == [1, 1, 1, 0, 0]
     s, i = query_neighbours(xf[:2], 0, 10)
     assert i.tolist() == [1]
+
+
+def test_t_intervals_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
+    from analysis_core.stats.method_tests import _pair_effects
+
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 17, 200, 1797):
+        diffs = [np.round(rng.normal(size=n) * rng.random(), int(rng.integers(1, 17))) for _ in range(12)]
+        diffs += [np.zeros(n), np.full(n, 0.25)]  # zero-width intervals, with their note
+        for d, (mean, lo, hi, note) in zip(diffs, _pair_effects(diffs, 0.05), strict=True):
+            assert mean == float(d.mean())
+            if np.ptp(d) == 0:
+                assert (lo, hi) == (mean, mean) and note
+            else:
+                ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+                assert (lo, hi, note) == (float(ci.low), float(ci.high), "")
+
+
+def test_wilcoxon_p_values_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
+    from analysis_core.stats.method_tests import _wilcoxon_p_values
+
+    rng = np.random.default_rng(4)
+    for n in (5, 40, 60, 900):
+        diffs = []
+        for _ in range(10):
+            d = np.round(rng.normal(size=n), int(rng.integers(0, 4)))  # ties among the |d|
+            d[rng.random(n) < rng.random()] = 0.0  # zeros, dropped
+            diffs.append(d)
+        diffs.append(np.zeros(n))
+        for d, p in zip(diffs, _wilcoxon_p_values(diffs), strict=True):
+            nz = d[d != 0]
+            if not nz.size:
+                assert np.isnan(p)
+                continue
+            exact = nz.size <= 50 and np.unique(np.abs(nz)).size == nz.size
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = stats.wilcoxon(nz, correction=False, method="exact" if exact else "asymptotic").pvalue
+            assert p == float(ref)
+
+
+def test_mcnemar_p_values_in_one_call_equal_statsmodels_bit_for_bit():
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    from analysis_core.stats.method_tests import mcnemar_exact_p
+
+    rng = np.random.default_rng(5)
+    b = np.r_[rng.integers(0, 3000, 200), np.repeat(np.arange(12), 12)]
+    c = np.r_[rng.integers(0, 3000, 200), np.tile(np.arange(12), 12)]
+    got = mcnemar_exact_p(b.tolist(), c.tolist())
+    ref = [mcnemar([[3, x], [y, 9]], exact=True).pvalue for x, y in zip(b, c, strict=True)]
+    assert got.tobytes() == np.asarray(ref, np.float64).tobytes()
+
+
+def test_grouped_recall_reads_a_group_of_every_class_from_the_evaluations_pass():
+    from analysis_core import Dataset, evaluate
+    from analysis_core.stats.grouped_recall import grouped_recall
+
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 6, 400)
+    X = (np.round(rng.normal(size=(400, 5)) + y[:, None], 1)).astype(np.float32)  # ties
+    ev = evaluate(Dataset(embeddings={"m": X}, labels=y.astype(str)), ks=(1, 5))
+    codes = ev.dataset.label_codes
+    for S in (2, 3, 6):
+        a = grouped_recall(X, codes, group_size=S, ks=ev.ks, seed=1, loo_pass=ev.loo_pass("m"))
+        b = grouped_recall(X, codes, group_size=S, ks=ev.ks, seed=1)
+        assert a.table.to_csv() == b.table.to_csv() and a.per_group.to_csv() == b.per_group.to_csv()
+    sampled = evaluate(ev.dataset, query_sample=100)
+    assert sampled.loo_pass("m") is None  # a query sample's pass is not the group's
+
+
+def test_figures_built_in_one_validation_are_those_of_update_calls():
+    """A builder's figure (traces and layout in one constructor, the template set unvalidated)
+    has the JSON of the figure built trace by trace and laid out by update calls, as before."""
+    import plotly.graph_objects as go
+
+    from analysis_core.figures.grouped_recall import grouped_recall_by_size_figure
+    from analysis_core.figures.style import base_layout, plot_text, series_look
+
+    rows = pd.DataFrame({"method": np.repeat(["a", "b<i>"], 3), "group_size": [2, 5, 10] * 2,
+                         "mean": [0.5, 0.6, 0.7, 0.4, 0.5, 0.6], "ci_low": 0.3, "ci_high": 0.8})
+    ref = go.Figure()
+    for i, (m, part) in enumerate(rows.groupby("method", sort=False)):
+        col, dash, symbol, _ = series_look(i)
+        ref.add_trace(go.Scatter(x=part["group_size"], y=part["mean"], mode="lines+markers", name=plot_text(m),
+                                 line=dict(color=col, dash=dash), marker=dict(symbol=symbol),
+                                 error_y=dict(type="data", symmetric=False, array=part["ci_high"] - part["mean"],
+                                              arrayminus=part["mean"] - part["ci_low"])))
+    ref.update_layout(**base_layout("Grouped Recall@1 against group size S"))
+    ref.update_xaxes(title="classes per group S", type="log")
+    ref.update_yaxes(title="Grouped Recall@1", range=[0, 1.02])
+    assert json.loads(grouped_recall_by_size_figure(rows).to_json()) == json.loads(ref.to_json())

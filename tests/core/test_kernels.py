@@ -87,3 +87,30 @@ def test_an_unknown_kernel_is_refused():
         assert "kernel" in str(exc) and "auto" in str(exc)
     else:
         raise AssertionError("an unknown kernel name was accepted")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_classes=st.sampled_from([2, 40, 300]),
+       roles=st.sampled_from(["loo", "query_gallery"]), dup_share=st.sampled_from([0.0, 0.05]),
+       sim=st.sampled_from(["cosine", "dot", "euclidean"]), kernel=st.sampled_from(KERNELS))
+def test_a_hit_rates_only_pass_gives_the_full_pass_recall_at_k(precision, seed, n_classes, roles, dup_share, sim,
+                                                               kernel):
+    """Grouped Recall's passes build only each query's top positive tie block: Recall@K (and R)
+    bit for bit as the full pass, the rest undefined."""
+    rng = np.random.default_rng(seed)
+    n = TILE + int(rng.integers(1, TILE))
+    X, y = _mixed_data(rng, n, 6, n_classes, dup_share)
+    kw = {"loo": {}, "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1}}[roles]
+    ks = (1, 3, 17)
+    full = run_pass(X, y, similarity=sim, ks=ks, kernel=kernel, precision=precision, n_threads=2, **kw)
+    hits = run_pass(X, y, similarity=sim, ks=ks, kernel=kernel, precision=precision, n_threads=2,
+                    hit_rates_only=True, **kw)
+    assert hits.columns == ("n_positives", "recall_at_1", "recall_at_3", "recall_at_17", "n_mixed_tie_blocks",
+                            "n_tied_negatives")
+    assert hits.query_items.tobytes() == full.query_items.tobytes()
+    for c in hits.columns[:4]:
+        assert hits.values[:, hits.columns.index(c)].tobytes() == full.values[:, full.columns.index(c)].tobytes(), c
+    assert np.isnan(hits.values[:, 4:]).all() and np.isnan(hits.pr_curves).all()
+    np.testing.assert_array_equal(hits.hist_pos, full.hist_pos)
+    np.testing.assert_array_equal(hits.hist_neg, full.hist_neg)

@@ -91,7 +91,7 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
             on_figure(name, rep.figures[name])
 
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
-    _variability(rep, ev, alpha, band_kind, per_class_n, seed)
+    _variability(rep, ev, alpha, band_kind, per_class_n, seed, final)
     final()
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
     final()
@@ -232,11 +232,15 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
-                 seed: int) -> None:
+                 seed: int, final: Callable[[], None] = lambda: None) -> None:
+    """PR bands, per-class AP, the one-way tests and post hoc comparisons, and the method
+    comparisons; ``final()`` once the PR band figure is made (it renders during the statistics)."""
     bands = pr_bands(ev, alpha=alpha, kind=band_kind, seed=seed)
     rep.tables["pr_band"] = bands
     rep.captions["pr_band"] = (f"Precision at each recall level: mean over queries and "
                                f"{100 * (1 - alpha):g}% {'pointwise t' if band_kind == 't' else 'simultaneous'} band.")
+    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
+    final()
     ap = ap_frame(ev)
     res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed,
                   metrics=metric_frame(ev) if len(ev.methods) > 1 else None)
@@ -252,7 +256,6 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.tables["anova"] = res.one_way.tests
     rep.captions["anova"] = "One-way tests of per-query AP over " + (
         "method x class groups." if len(ev.methods) > 1 else "classes.")
-    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
     rep.figures["ap_by_class"] = ap_by_class_figure(ap)
     if "tukey" in res.posthoc:
         rep.tables["tukey_hsd"] = res.posthoc["tukey"].table

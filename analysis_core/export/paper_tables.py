@@ -163,12 +163,12 @@ SignificanceHook = Callable[[str, str, str, str], "bool | None"]
 
 
 def _t_half(values: np.ndarray, alpha: float) -> float:
-    from scipy import stats
+    from ..stats.quantiles import t_quantile
 
     v = values[np.isfinite(values)]
     if v.size < 2:
         return math.nan
-    return float(stats.t.ppf(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return float(t_quantile(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
 def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None,

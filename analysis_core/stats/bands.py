@@ -12,11 +12,10 @@ with probability about 1 - alpha.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from .quantiles import t_quantile
 
 ALL = "all"
 
@@ -27,13 +26,6 @@ def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str 
     return pd.DataFrame(_band(curves, recall, alpha, kind, n_boot, seed))
 
 
-@lru_cache(maxsize=256)
-def _t_quantile(q: float, df: int) -> float:
-    """``stats.t.ppf(q, df)``, once per (q, df): a report asks for the same few hundreds of times
-    (scipy's distribution machinery costs about a millisecond a call)."""
-    return float(stats.t.ppf(q, df))
-
-
 def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boot: int, seed: int) -> dict:
     """:func:`band`'s columns as arrays."""
     curves = np.asarray(curves, np.float64)
@@ -42,7 +34,7 @@ def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boo
     sd = curves.std(axis=0, ddof=1) if n > 1 else np.full(recall.size, np.nan)
     se = sd / np.sqrt(n) if n > 1 else sd
     if kind == "t":
-        half = _t_quantile(1 - alpha / 2, n - 1) * se if n > 1 else np.full(recall.size, np.nan)
+        half = t_quantile(1 - alpha / 2, n - 1) * se if n > 1 else np.full(recall.size, np.nan)
     elif kind == "bootstrap":
         if n < 2:
             half = np.full(recall.size, np.nan)

@@ -16,6 +16,7 @@ import pandas as pd
 from ..methods import checkpoint_families, checkpoint_of
 from ..metrics.registry import summary_metrics
 from .method_tests import metric_paired_tests
+from .quantiles import t_quantile
 from .variability import metric_frame
 
 ALL_ITEMS = "all"
@@ -55,7 +56,6 @@ def _summary_value(summary: dict, key: str) -> float:
 def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_permutations: int = 10_000,
                         seed: int = 0) -> CheckpointAnalysis:
     """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`."""
-    from scipy import stats
 
     rows, tests, class_rows = [], [], []
     for split, ev in evaluations.items():
@@ -74,7 +74,7 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
                     value = _summary_value(summ, m.key)
                     lo = hi = math.nan
                     if n > 1:
-                        half = stats.t.ppf(1 - alpha / 2, n - 1) * vals.std(ddof=1) / math.sqrt(n)
+                        half = t_quantile(1 - alpha / 2, n - 1) * vals.std(ddof=1) / math.sqrt(n)
                         lo, hi = max(0.0, value - half), min(1.0, value + half)
                     rows.append(dict(split=split, family=family, method=method, step=step, metric=m.name,
                                      label=m.label, value=value, ci_low=lo, ci_high=hi, n=n))

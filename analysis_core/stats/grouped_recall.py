@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..engine.core import run_pass
 from ..engine.results import PassResult
+from .quantiles import t_quantile
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
             sds = by_rep.std(ddof=1)
             sd = float(sds.mean())
             se = float((sds / np.sqrt(sizes)).mean())
-            half = stats.t.ppf(1 - alpha / 2, n_groups - 1) * se
+            half = t_quantile(1 - alpha / 2, n_groups - 1) * se
             lo, hi = max(0.0, m - half), min(1.0, m + half)
         out.append(dict(k=k, mean=m, sd=sd, ci_low=lo, ci_high=hi, n_groups=n_groups,
                         repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,

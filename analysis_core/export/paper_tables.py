@@ -184,8 +184,10 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
         reg = by_name(ev.ks)
         for m in ev.methods:
-            v, pq = s[m], ev.per_query(m)
-            pq = pq[pq["n_positives"] > 0] if "n_positives" in pq.columns else pq
+            v, pq = s[m], ev.per_query_columns(m)  # the columns as arrays: no frame needed
+            if "n_positives" in pq:
+                scored = pq["n_positives"] > 0
+                pq = {c: a[scored] for c, a in pq.items()}
             iv = v.get("intervals") or {}
             row = {"split": split, "method": m}
             for name in headline:
@@ -195,8 +197,8 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
                 row[name] = value
                 if name in iv:
                     half = (iv[name]["high"] - iv[name]["low"]) / 2
-                elif col is not None and col in pq.columns:
-                    half = _t_half(pq[col].to_numpy(float), alpha)
+                elif col is not None and col in pq:
+                    half = _t_half(np.asarray(pq[col], float), alpha)
                 else:
                     half = math.nan
                 row[f"{name}_half_width"] = half

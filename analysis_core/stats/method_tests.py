@@ -42,9 +42,6 @@ def _undefined_terms(terms: list[str], why: str) -> pd.DataFrame:
 def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = None) -> pd.DataFrame:
     """Two-way ANOVA of ``value`` on method x class with interaction (type II sums of squares):
     term, sum_sq, df, F, p_value, note."""
-    import statsmodels.formula.api as smf
-    from statsmodels.stats.anova import anova_lm
-
     warn = [] if warn is None else warn
     terms = ["method", "class", "method:class", "Residual"]
     d = clean_values(df, value).assign(cls=_levels(df["label"]), meth=_levels(df["method"]))
@@ -55,18 +52,21 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
     elif np.ptp(d[value].to_numpy()) == 0.0:
         why = "undefined: every value is the same; there is no variation to test."
     else:
-        cells = d.groupby(["meth", "cls"], observed=True).ngroups
-        resid_df = len(d) - cells
+        cell = d.groupby(["meth", "cls"], observed=True)[value]
+        resid_df = len(d) - cell.ngroups
         if resid_df <= 0:
             why = ("undefined: residual df 0 (one query per method x class cell): use at least two queries per "
                    "class.")
-        elif float(d.groupby(["meth", "cls"], observed=True)[value].agg(lambda v: np.ptp(v.to_numpy())).max()) == 0.0:
+        elif float((cell.max() - cell.min()).max()) == 0.0:  # every cell's range (np.ptp) zero
             why = "undefined: every method x class cell is constant (zero residual variance), so F divides by zero."
     if why:
         warn.append(f"two-way ANOVA {why}")
         return _undefined_terms(terms, why)
     out = _complete_two_way(d[value].to_numpy(np.float64), d["meth"].to_numpy(), d["cls"].to_numpy())
     if out is None:  # a method x class cell without data: statsmodels' general fit
+        import statsmodels.formula.api as smf  # (imported here: a quarter second the closed form does not need)
+        from statsmodels.stats.anova import anova_lm
+
         model = smf.ols(f"{value} ~ C(meth) * C(cls)", data=d).fit()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -126,7 +126,7 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
         methods = widget(at, "multiselect", "Methods").options
         classes = widget(at, "multiselect", "Classes (empty = all queries together)").options
         return [
-            ("Recall points N_P", [setter("slider", "Recall points N_P", v) for v in (21, 5, 31, 11)]),
+            ("Recall points N_P", [setter("select_slider", "Recall points N_P", v) for v in (21, 5, 31, 11)]),
             ("Band", [setter("radio", "Band", v) for v in ("bootstrap", "t", "bootstrap", "t")]),
             ("Methods", [setter("multiselect", "Methods", m) for m in ([methods[0]], [methods[-1]], methods)]),
             ("Classes", [setter("multiselect", "Classes (empty = all queries together)", classes[i:i + 3])

@@ -29,11 +29,11 @@ import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_info
 
 from ..errors import ComputeError
 from .plan import partition
-from .pool import Progress
+from .pool import Progress, single_threaded_blas
 from .results import BlockResult, PassResult, assemble
 from .setup import Setup
 from .tasks import block_metrics, block_pair_counts, block_thresholds, pair_part, pair_summary
@@ -48,7 +48,7 @@ def fingerprint() -> dict:
     rng = np.random.default_rng(20261122)
     A = rng.standard_normal((2 * TILE - 3, 97)).astype(np.float32)
     h = hashlib.blake2b(digest_size=12)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         for dtype in (np.float32, np.float64):
             tiles = Tiles(A.astype(dtype), "dot")
             for ij in ((0, 0), (0, 1), (1, 1)):

@@ -15,12 +15,14 @@ from numba import njit
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _row_bins(row, lo, inv_width, top, kb):
-    """The bin of every score of the row into ``kb``, vectorised. Clamping before the conversion
-    gives the same bin as converting first (truncation toward zero maps (-1, 0) to 0 either way);
-    fastmath only lets LLVM use SIMD min / max and conversions, the arithmetic is the same."""
+    """The bin of every score of the row into the int32 buffer ``kb``, vectorised. Clamping before
+    the conversion gives the same bin as converting first (truncation toward zero maps (-1, 0) to 0
+    either way); fastmath only lets LLVM use SIMD min / max and conversions, the arithmetic is the
+    same. int32, not int64: AVX2 converts float64 to int32 in SIMD but to int64 one at a time
+    (measured 2.6x slower); a clamped bin fits either."""
     for b in range(row.shape[0]):
         v = (np.float64(row[b]) - lo) * inv_width
-        kb[b] = np.int64(min(max(v, 0.0), np.float64(top)))
+        kb[b] = np.int32(min(max(v, 0.0), np.float64(top)))
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -34,12 +36,31 @@ def _row_total(row, b_start):
 
 
 @njit(cache=True, nogil=True)
+def _scatter(kb, b0, b1, hist):
+    """``hist[0, b & 3, kb[b]] += 1`` for b in [b0, b1), four at a time written out (LLVM keeps
+    the four lanes' increments independent: measured 1.2x faster than the indexed lane)."""
+    b = b0
+    while b < b1 and b & 3:
+        hist[0, b & 3, kb[b]] += 1
+        b += 1
+    while b + 4 <= b1:
+        hist[0, 0, kb[b]] += 1
+        hist[0, 1, kb[b + 1]] += 1
+        hist[0, 2, kb[b + 2]] += 1
+        hist[0, 3, kb[b + 3]] += 1
+        b += 4
+    while b < b1:
+        hist[0, b & 3, kb[b]] += 1
+        b += 1
+
+
+@njit(cache=True, nogil=True)
 def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
     """Every pair of tile S into ``hist[same, lane, bin]`` (4 interleaved lanes: consecutive
     increments of one bin do not wait on each other) and the tile's positive / negative score sums
     into ``sums``. Each row is binned whole as negatives first (a branch-free scatter), then its
     few same-class columns are moved to the positive histogram (found by the column labels'
-    sort: one range per row). ``kb``: a per-worker int64 buffer of at least ``S.shape[1]``."""
+    sort: one range per row). ``kb``: a per-worker int32 buffer of at least ``S.shape[1]``."""
     na, nb = S.shape
     top = hist.shape[2] - 1
     labc = ulab[b0:b0 + nb]
@@ -51,8 +72,7 @@ def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
         row = S[a]
         b_start = a + 1 if diag else 0  # a diagonal element is the item itself
         _row_bins(row, lo, inv_width, top, kb)
-        for b in range(b_start, nb):
-            hist[0, b & 3, kb[b]] += 1
+        _scatter(kb, b_start, nb, hist)
         sp = 0.0
         la = ulab[a0 + a]
         for p in range(np.searchsorted(sorted_lab, la), np.searchsorted(sorted_lab, la, side="right")):

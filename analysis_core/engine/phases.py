@@ -110,7 +110,7 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     tile_buf = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
     tile_buf_t = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
     row_buf = [np.empty(TILE, setup.dtype) for _ in range(n_threads)]
-    bin_buf = [np.empty(TILE, np.int64) for _ in range(n_threads)]
+    bin_buf = [np.empty(TILE, np.int32) for _ in range(n_threads)]
     nqh = nq if setup.per_query_pairs else 0
     qacc = [(np.zeros((nqh, 2, setup.n_bins), np.int64), np.zeros((nqh, 2), np.int64)) for _ in range(n_threads)]
     tile_sums: dict[tuple[int, int], tuple[float, float]] = {}

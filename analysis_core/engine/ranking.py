@@ -71,7 +71,10 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
 
     Per row, whichever costs less by a measured model (a counting compare ~0.2 ns, a search
     step ~12 ns on this project's AMD EPYC: counting when 64 m (bits of R) >= R x row length),
-    or counting always (``always_count``; the tests pin both ways against each other).
+    or counting always (``always_count``; the tests pin both ways against each other). When
+    every column is a gallery item (leave-one-out, a query-only tile against a gallery-only one)
+    the counting passes run on the row itself and the row's few positives are taken off the
+    counts, instead of on a masked copy of the row.
 
     ``side``: 0 every column; 1 only columns b > a (a diagonal tile); -1 only b < a (the
     transpose of a diagonal tile). Tiles without shared vectors only (``ulab >= 0``).
@@ -82,6 +85,7 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
     # element here) but not a per-element select (0.8 ns). pen: -inf for non-gallery columns
     # (x + 0 is x, up to the sign of a zero, which no comparison sees).
     pen = np.where(ug[b0:b0 + nb] != 0, 0.0, -np.inf).astype(S.dtype)
+    all_gallery = np.all(pen == 0.0)  # then a row is counted in place, its positives taken off
     labc = ulab[b0:b0 + nb]
     by_class = np.argsort(labc, kind="mergesort")  # the same-class columns of a row: one range
     sorted_lab = labc[by_class]
@@ -98,19 +102,41 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
         t0 = uvals[o0]
         if _row_max(row) < t0:
             continue  # nothing in the row reaches a positive (most rows of easy data)
+        la = ulab[ua]
+        p0 = np.searchsorted(sorted_lab, la)
+        p1 = np.searchsorted(sorted_lab, la, side="right")
+        R = o1 - o0
+        # the columns ranked: b > a (side 1), b < a (side -1) or all, the row's positives apart
+        lo_b = a + 1 if side == 1 else 0
+        hi_b = a if side == -1 else nb
+        if all_gallery and hi_b > lo_b:
+            # counting on the row itself (no masked copy: one pass less), minus what its positives
+            # in [lo_b, hi_b) add: the same counts as on the masked copy
+            view = row[lo_b:hi_b]
+            _, m = _count_above(view, t0)
+            m -= _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t0)
+            if m == 0:
+                continue
+            if always_count or 64 * m * (int(np.log2(R)) + 1) >= R * nb:
+                above = 0
+                for k in range(o1 - 1, o0 - 1, -1):
+                    t = uvals[k]
+                    c, g = _count_above(view, t)
+                    c -= _positives_above(row, by_class, p0, p1, lo_b, hi_b, t)
+                    g -= _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t)
+                    eq[k] += g - c
+                    gt[k] += c - above
+                    above = c
+                continue
         for b in range(nb):
             xrow[b] = row[b] + pen[b]
-        if side == 1:
-            xrow[:a + 1] = -np.inf  # the diagonal tile: pairs (a, b > a) only; the item itself never
-        elif side == -1:
-            xrow[a:] = -np.inf
-        la = ulab[ua]
-        for p in range(np.searchsorted(sorted_lab, la), np.searchsorted(sorted_lab, la, side="right")):
+        xrow[:lo_b] = -np.inf  # the diagonal tile: pairs (a, b > a) only; the item itself never
+        xrow[hi_b:] = -np.inf
+        for p in range(p0, p1):
             xrow[by_class[p]] = -np.inf  # positives are not ranked
         _, m = _count_above(xrow, t0)
         if m == 0:
             continue
-        R = o1 - o0
         counting = always_count or 64 * m * (int(np.log2(R)) + 1) >= R * nb
         if counting:
             above = 0  # C_{k+1}, from the highest threshold down
@@ -127,12 +153,45 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
 
 
 @njit(cache=True, nogil=True)
+def _positives_above(row, by_class, p0, p1, lo_b, hi_b, t):
+    """#{row[b] > t} over the row's positive columns b = by_class[p0:p1] in [lo_b, hi_b)."""
+    n = 0
+    for p in range(p0, p1):
+        b = by_class[p]
+        if lo_b <= b < hi_b and row[b] > t:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t):
+    """#{row[b] >= t} over the row's positive columns b = by_class[p0:p1] in [lo_b, hi_b)."""
+    n = 0
+    for p in range(p0, p1):
+        b = by_class[p]
+        if lo_b <= b < hi_b and row[b] >= t:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def transpose(S, out):
-    """``S.T`` into the buffer ``out`` (blocked: both sides stay in cache)."""
+    """``S.T`` into the buffer ``out``, in 4 x 8 blocks written whole (LLVM turns each block into
+    register shuffles: measured 2.6x faster here than a row of 16-element strips, 0.16 against
+    0.42 ms for a 512 x 512 float32 tile); the ragged edges element by element."""
     na, nb = S.shape
     T = out[:na * nb].reshape(nb, na)
-    for b0 in range(0, nb, 16):  # 16 output rows at a time: measured fastest here
-        for a in range(na):
-            for b in range(b0, min(b0 + 16, nb)):
+    nb8 = nb - nb % 8
+    na4 = na - na % 4
+    for b0 in range(0, nb8, 8):
+        for a0 in range(0, na4, 4):
+            for bb in range(8):
+                for aa in range(4):
+                    T[b0 + bb, a0 + aa] = S[a0 + aa, b0 + bb]
+        for a in range(na4, na):
+            for b in range(b0, b0 + 8):
                 T[b, a] = S[a, b]
+    for b in range(nb8, nb):
+        for a in range(na):
+            T[b, a] = S[a, b]
     return T

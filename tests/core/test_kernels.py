@@ -114,3 +114,14 @@ def test_a_hit_rates_only_pass_gives_the_full_pass_recall_at_k(precision, seed, 
     assert np.isnan(hits.values[:, 4:]).all() and np.isnan(hits.pr_curves).all()
     np.testing.assert_array_equal(hits.hist_pos, full.hist_pos)
     np.testing.assert_array_equal(hits.hist_neg, full.hist_neg)
+
+
+@settings(max_examples=40, deadline=None)
+@given(na=st.integers(1, 40), nb=st.integers(1, 40), dtype=st.sampled_from([np.float32, np.float64]))
+def test_the_tile_transposition_equals_numpys_on_ragged_shapes(na, nb, dtype):
+    """The blocked transposition (4 x 8 blocks, ragged edges apart) against numpy's ``.T``."""
+    from analysis_core.engine.ranking import transpose
+
+    S = np.random.default_rng(na * 100 + nb).standard_normal((na, nb)).astype(dtype)
+    buf = np.full(na * nb + 7, np.nan, dtype)
+    assert np.array_equal(transpose(S, buf), S.T)

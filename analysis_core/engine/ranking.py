@@ -14,14 +14,17 @@ from .kernels import bump
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _count_above(xm, t):
-    """(#{x > t}, #{x >= t}) over the row buffer. Float accumulators let LLVM vectorise the
-    loop (measured 3x faster than integer ones here); a row has at most TILE = 512 entries, so
-    the float32 counts are exact integers. fastmath only reorders these exact additions."""
-    c = np.float32(0.0)
-    g = np.float32(0.0)
+    """(#{x > t}, #{x >= t}) over the row buffer. int32 accumulators kept int32 by explicit casts
+    (numba would widen ``c + bool`` to int64, which LLVM does not vectorise well): each compare
+    then becomes one SIMD subtract of its mask, measured 1.4x faster than float32 accumulators
+    and 4x faster than int64 ones here. A row has at most TILE = 512 entries: no overflow."""
+    c = np.int32(0)
+    g = np.int32(0)
+    one = np.int32(1)
+    zero = np.int32(0)
     for b in range(xm.shape[0]):
-        c += np.float32(1.0) if xm[b] > t else np.float32(0.0)
-        g += np.float32(1.0) if xm[b] >= t else np.float32(0.0)
+        c = np.int32(c + (one if xm[b] > t else zero))
+        g = np.int32(g + (one if xm[b] >= t else zero))
     return np.int64(c), np.int64(g)
 
 
@@ -38,22 +41,20 @@ def _row_max(row):
 def rank_tile(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, xm, tbuf, always_count):
     """Rank the negatives of tile S in both directions by :func:`rank_rows`: its rows' queries
     against its columns, then (on the transposed tile, ``tbuf``: a buffer of at least S.size)
-    its columns' queries against its rows; the transposition is skipped when no column score
-    reaches its query's lowest positive score."""
+    its columns' queries against its rows; the transposition is skipped when no column is a
+    query being ranked."""
     na, nb = S.shape
     rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, always_count)
-    if np.min(uqmin[b0:b0 + nb]) == np.inf:
-        return  # no column is a query being ranked (a gallery-only tile): no pass over the tile
-    col_max = np.full(nb, -np.inf, S.dtype)
+    lowest = np.min(uqmin[b0:b0 + nb])  # +inf: no column is a query being ranked (gallery only)
+    tile_max = -np.inf
     for a in range(na):
-        row = S[a]
-        for b in range(nb):
-            col_max[b] = max(col_max[b], row[b])
-    for b in range(nb):
-        if col_max[b] >= uqmin[b0 + b]:
-            rank_rows(transpose(S, tbuf), b0, a0, -1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm,
-                      always_count)
-            return
+        tile_max = max(tile_max, _row_max(S[a]))
+    if tile_max < lowest:
+        return  # no column score reaches its query's lowest positive: nothing to rank
+    # the transposed rows that reach no positive are skipped by rank_rows' row maximum: the
+    # transposition (0.13 ms a tile) costs less than a column-maximum pass deciding it (0.16 ms)
+    rank_rows(transpose(S, tbuf), b0, a0, -1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm,
+              always_count)
 
 
 @njit(cache=True, nogil=True)
@@ -86,6 +87,7 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
     # (x + 0 is x, up to the sign of a zero, which no comparison sees).
     pen = np.where(ug[b0:b0 + nb] != 0, 0.0, -np.inf).astype(S.dtype)
     all_gallery = np.all(pen == 0.0)  # then a row is counted in place, its positives taken off
+    pv = np.empty(nb, S.dtype)
     labc = ulab[b0:b0 + nb]
     by_class = np.argsort(labc, kind="mergesort")  # the same-class columns of a row: one range
     sorted_lab = labc[by_class]
@@ -114,16 +116,29 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
             # in [lo_b, hi_b) add: the same counts as on the masked copy
             view = row[lo_b:hi_b]
             _, m = _count_above(view, t0)
-            m -= _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t0)
+            n_pv = 0  # the row's positive scores in [lo_b, hi_b), ascending
+            for p in range(p0, p1):
+                b = by_class[p]
+                if lo_b <= b < hi_b:
+                    pv[n_pv] = row[b]
+                    n_pv += 1
+            if n_pv > 1:
+                pv[:n_pv].sort()
+            m -= n_pv - np.searchsorted(pv[:n_pv], t0)  # positives >= t0
             if m == 0:
                 continue
             if always_count or 64 * m * (int(np.log2(R)) + 1) >= R * nb:
                 above = 0
+                i_gt = i_ge = n_pv  # positives > t / >= t: pv[i_gt:], pv[i_ge:], t descending
                 for k in range(o1 - 1, o0 - 1, -1):
                     t = uvals[k]
+                    while i_gt > 0 and pv[i_gt - 1] > t:
+                        i_gt -= 1
+                    while i_ge > 0 and pv[i_ge - 1] >= t:
+                        i_ge -= 1
                     c, g = _count_above(view, t)
-                    c -= _positives_above(row, by_class, p0, p1, lo_b, hi_b, t)
-                    g -= _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t)
+                    c -= n_pv - i_gt
+                    g -= n_pv - i_ge
                     eq[k] += g - c
                     gt[k] += c - above
                     above = c
@@ -150,28 +165,6 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, alw
                 x = xrow[b]
                 if x >= t0:
                     bump(s, x, uoff, uvals, gt, eq)
-
-
-@njit(cache=True, nogil=True)
-def _positives_above(row, by_class, p0, p1, lo_b, hi_b, t):
-    """#{row[b] > t} over the row's positive columns b = by_class[p0:p1] in [lo_b, hi_b)."""
-    n = 0
-    for p in range(p0, p1):
-        b = by_class[p]
-        if lo_b <= b < hi_b and row[b] > t:
-            n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def _positives_at_or_above(row, by_class, p0, p1, lo_b, hi_b, t):
-    """#{row[b] >= t} over the row's positive columns b = by_class[p0:p1] in [lo_b, hi_b)."""
-    n = 0
-    for p in range(p0, p1):
-        b = by_class[p]
-        if lo_b <= b < hi_b and row[b] >= t:
-            n += 1
-    return n
 
 
 @njit(cache=True, nogil=True)

@@ -453,3 +453,21 @@ def test_figures_rendered_together_or_in_the_background_are_those_rendered_one_b
     written = write_figures({n: rep.figures[n] for n in names}, tmp_path, FORMATS, style, pre)
     assert {(p.stem, p.suffix[1:]): norm(p.suffix[1:], p.read_bytes()) for p in written} == one
     assert rendered_after == []  # every file came from the background renders
+
+
+def test_per_query_files_read_back_as_written(tmp_path):
+    """CSV and Parquet built from Arrow buffers (no pandas, no pyarrow.compute) read back by pandas
+    as the columns given: unicode and empty strings, booleans, integers, floats with NaN."""
+    from analysis_core.export.tables import write_per_query
+
+    cols = {"method": np.array(["β-model", "", "a,b \"quoted\"", "x"]), "query": np.arange(4, dtype=np.int64),
+            "excluded": np.array([False, True, False, True]), "ap": np.array([0.5, np.nan, 1.0, 1 / 3])}
+    write_per_query(cols, tmp_path)
+    pq = pd.read_parquet(tmp_path / "per_query.parquet")
+    csv = pd.read_csv(tmp_path / "per_query.csv", keep_default_na=False, na_values={"ap": ["nan"]})
+    assert pq["method"].tolist() == cols["method"].tolist()
+    assert pq["excluded"].tolist() == cols["excluded"].tolist()
+    np.testing.assert_array_equal(pq["query"].to_numpy(), cols["query"])
+    np.testing.assert_array_equal(pq["ap"].to_numpy(), cols["ap"])
+    np.testing.assert_array_equal(csv["ap"].to_numpy(), cols["ap"])
+    assert csv["method"].fillna("").tolist() == cols["method"].tolist()

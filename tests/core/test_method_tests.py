@@ -128,3 +128,41 @@ def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unc
     d = rng.normal(0, 1, (40, 3))
     first = mt.sign_flip_p_values(d, 2000, seed=1)[0]
     assert (40, 2000, 1) in mt._SIGN_CACHE and mt.sign_flip_p_values(d, 2000, seed=1)[0].tobytes() == first.tobytes()
+
+
+def test_sign_flips_of_several_matrices_share_the_draw_and_keep_the_bits_of_one_call_each():
+    from analysis_core.stats import method_tests as mt
+
+    rng = np.random.default_rng(5)
+    mats = [rng.normal(0, 1, (40, 3)), np.round(rng.normal(0, 1, 40), 1), rng.normal(0, 1, (25, 2)),
+            rng.normal(0, 1, (12, 2)), np.asfortranarray(rng.normal(0, 1, (40, 2)))]
+    alone = []
+    for d in mats:
+        mt._P_CACHE.clear()
+        alone.append(mt.sign_flip_p_values(d, 3000, seed=4))
+    mt._P_CACHE.clear()
+    together = mt.sign_flip_p_values_many(mats, 3000, seed=4)
+    again = mt.sign_flip_p_values_many(mats, 3000, seed=4)  # stored: the same bits, not recomputed
+    for (p, exact), (q, e2), (r, e3) in zip(alone, together, again, strict=True):
+        assert p.tobytes() == q.tobytes() == r.tobytes() and exact == e2 == e3
+    assert [e for _, e in together] == [False, False, False, True, False]
+
+
+def test_an_analysis_prepared_once_gives_at_each_alpha_what_a_fresh_analysis_gives():
+    from analysis_core.stats.analysis import prepare
+
+    rng = np.random.default_rng(3)
+    n = 60
+    label = np.repeat([f"c{i}" for i in range(6)], n // 6)
+    frames = [pd.DataFrame({"method": m, "query": np.arange(n), "label": label,
+                            "ap": np.clip(rng.normal(0.5 + 0.05 * j, 0.2, n), 0, 1)}) for j, m in enumerate("abc")]
+    ap = pd.concat(frames, ignore_index=True)
+    prepared = prepare(ap)
+    for alpha in (0.05, 0.01, 0.2, 0.05):
+        got, want = prepared.at(alpha), analyse(ap, alpha)
+        assert got.warnings == want.warnings and got.alpha == alpha
+        pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
+        pd.testing.assert_frame_equal(got.mixed.table, want.mixed.table, check_exact=True)
+        for name in want.posthoc:
+            pd.testing.assert_frame_equal(got.posthoc[name].table, want.posthoc[name].table, check_exact=True)
+        pd.testing.assert_frame_equal(got.summary_frame(), want.summary_frame(), check_exact=True)

@@ -26,6 +26,7 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -439,7 +440,8 @@ def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -
     return [((h + 1) / (n_permutations + 1), False) for h in hits]
 
 
-_SIGN_CACHE: dict[tuple[int, int, int], list[np.ndarray]] = {}
+# drawn signs per (n, B, seed): (chunks, bytes held, whether the chunks are packed bits)
+_SIGN_CACHE: dict[tuple[int, int, int], tuple[list, int, bool]] = {}
 _SIGN_CACHE_BYTES = 128 << 20  # a report tests the same queries (same n) dozens of times
 _SIGN_LOCK = threading.Lock()
 # p-values of the last matrices of differences tested (digest of their bytes, shape, B, seed): a
@@ -449,31 +451,52 @@ _P_CACHE: OrderedDict[tuple, tuple[np.ndarray, bool]] = OrderedDict()
 _P_CACHE_ENTRIES = 512
 
 
-def _random_signs(n: int, n_permutations: int, seed: int) -> list[np.ndarray]:
+def _random_signs(n: int, n_permutations: int, seed: int) -> Iterator[np.ndarray]:
     """The random signs (-1/+1, int8) of :func:`sign_flip_p_values`, in chunks of about 4
     million: bits drawn from ``default_rng(seed)`` (the same draws on every call) mapped 0 -> -1,
     1 -> +1, kept for the last few (n, B, seed) that fit in :data:`_SIGN_CACHE_BYTES` so that
-    repeated tests skip the draw. Kept as signs rather than bits: a test then converts them to
-    float64 in one pass (a third of the time of converting bits and mapping them)."""
+    repeated tests skip the draw. Kept as signs rather than bits while they fit in half the
+    budget: a test then converts them to float64 in one pass (a third of the time of converting
+    bits and mapping them); larger draws (tens of thousands of queries) are kept packed eight to
+    a byte, unpacked chunk by chunk, which still costs a fifth of drawing them again."""
     key = (n, n_permutations, seed)
-    if key in _SIGN_CACHE:
-        return _SIGN_CACHE[key]
+    with _SIGN_LOCK:
+        stored = _SIGN_CACHE.get(key)
+    if stored is not None:
+        chunks, _, packed = stored
+        for c in chunks:
+            yield _unpack_signs(c[1], c[0], n) if packed else c
+        return
+    packed = n * n_permutations > _SIGN_CACHE_BYTES // 2
+    size = -(-n * n_permutations // 8) if packed else n * n_permutations
+    keep = size <= _SIGN_CACHE_BYTES // 2
     rng = np.random.default_rng(seed)
     chunk = max(1, 4_000_000 // n)
     out, done = [], 0
     while done < n_permutations:
         m = min(chunk, n_permutations - done)
         bits = rng.integers(0, 2, (m, n), dtype=np.int8)
+        if keep and packed:
+            out.append((m, np.packbits(bits)))
         bits *= 2
         bits -= 1
-        out.append(bits)
+        if keep and not packed:
+            out.append(bits)
+        yield bits
         done += m
-    if n * n_permutations <= _SIGN_CACHE_BYTES // 2:
+    if keep:
         with _SIGN_LOCK:
-            while _SIGN_CACHE and sum(k[0] * k[1] for k in _SIGN_CACHE) + n * n_permutations > _SIGN_CACHE_BYTES:
+            while _SIGN_CACHE and sum(v[1] for v in _SIGN_CACHE.values()) + size > _SIGN_CACHE_BYTES:
                 del _SIGN_CACHE[next(iter(_SIGN_CACHE))]  # the oldest first
-            _SIGN_CACHE[key] = out
-    return out
+            _SIGN_CACHE[key] = out, size, packed
+
+
+def _unpack_signs(packed: np.ndarray, m: int, n: int) -> np.ndarray:
+    """A chunk of ``m`` rows of ``n`` signs (int8) from its packed bits."""
+    signs = np.unpackbits(packed, count=m * n).reshape(m, n).view(np.int8)
+    signs *= 2
+    signs -= 1
+    return signs
 
 
 def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:

@@ -166,3 +166,19 @@ def test_an_analysis_prepared_once_gives_at_each_alpha_what_a_fresh_analysis_giv
         for name in want.posthoc:
             pd.testing.assert_frame_equal(got.posthoc[name].table, want.posthoc[name].table, check_exact=True)
         pd.testing.assert_frame_equal(got.summary_frame(), want.summary_frame(), check_exact=True)
+
+
+def test_signs_kept_packed_are_the_signs_drawn(monkeypatch):
+    from analysis_core.stats import method_tests as mt
+
+    d = np.random.default_rng(6).normal(0, 1, (300, 2))
+    drawn = [c.copy() for c in mt._random_signs(300, 5000, 9)]  # kept as int8 signs
+    monkeypatch.setattr(mt, "_SIGN_CACHE", {})
+    monkeypatch.setattr(mt, "_SIGN_CACHE_BYTES", 1 << 20)  # 1.5 M signs: more than half, kept packed
+    first = [c.copy() for c in mt._random_signs(300, 5000, 9)]
+    assert mt._SIGN_CACHE[(300, 5000, 9)][2]  # packed
+    again = list(mt._random_signs(300, 5000, 9))
+    assert all(a.tobytes() == b.tobytes() == c.tobytes() and c.dtype == np.int8
+               for a, b, c in zip(drawn, first, again, strict=True))
+    mt._P_CACHE.clear()
+    assert mt.sign_flip_p_values(d, 5000, 9)[0].tobytes() == mt._sign_flip([d], 300, 5000, 9)[0][0].tobytes()

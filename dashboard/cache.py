@@ -460,14 +460,15 @@ def _statistics_selection(selection: tuple) -> tuple:
 
 def _prepared(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame):
     """(key, computation) of the α-free part of the statistics of ``selection`` (normalised)."""
+    return _prepared_key(token, selection), lambda p: prepare(ap, metrics=_metrics(ev, selection, ap))
+
+
+def _metrics(ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> pd.DataFrame:
+    """The every-metric table of the paired tests: the selected methods, the queries of ``ap``."""
     from analysis_core.stats.variability import metric_frame
 
-    def run(progress: _Progress) -> PreparedAnalysis:
-        metrics = metric_frame(ev, list(selection[0]))
-        metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
-        return prepare(ap, metrics=metrics)
-
-    return _prepared_key(token, selection), run
+    metrics = metric_frame(ev, list(selection[0]))
+    return metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
 
 
 def _prepared_key(token: Token, selection: tuple) -> str:
@@ -483,9 +484,9 @@ def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame)
     permutation p-values are kept by the core for the same differences). The every-metric table
     for the paired tests is built inside, only when the prepared part is not stored."""
     selection = _statistics_selection(selection)
+    key = token.derived("statistics", *selection)
     prepared = STORE.result(*_prepared(token, ev, selection, ap), group=token.data, label="Running the statistics")
-    return STORE.result(token.derived("statistics", *selection), lambda p: prepared.at(token.alpha),
-                        group=token.data, label="Running the statistics")
+    return STORE.result(key, lambda p: prepared.at(token.alpha), group=token.data, label="Running the statistics")
 
 
 def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:

@@ -225,8 +225,9 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
     warn: list[str] = []
     names, samples = groups(df, warn, value)
     k = len(samples)
+    sample_var = [s.var(ddof=1) for s in samples]  # s.std(ddof=1) is its square root, bit for bit
     gframe = pd.DataFrame({"group": names, "n": [s.size for s in samples], "mean": [s.mean() for s in samples],
-                           "sd": [s.std(ddof=1) for s in samples]})
+                           "sd": [np.sqrt(v) for v in sample_var]})
     tests = ("anova", "welch", "kruskal", "levene")
     if k < 2:
         why = f"undefined: fewer than two groups with at least {MIN_GROUP} queries ({k})."
@@ -236,7 +237,7 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
     all_x = np.concatenate(samples)
     N = all_x.size
     constant = np.array([np.ptp(s) == 0.0 for s in samples])  # exact: the mean of equal values may round
-    var = np.where(constant, 0.0, [s.var(ddof=1) for s in samples])
+    var = np.where(constant, 0.0, sample_var)
     zero = [n for n, c in zip(names, constant, strict=True) if c]
     rows = []
     if np.ptp(all_x) == 0.0:
@@ -257,7 +258,7 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
                                        "Welch weights groups by 1/variance."))
     else:
         f = _bare(stats.f_oneway, samples)(*samples, equal_var=False)
-        df2 = (k * k - 1) / (3 * _welch_lambda(samples))
+        df2 = (k * k - 1) / (3 * _welch_lambda(samples, sample_var))
         rows.append(_row("welch", f.statistic, k - 1, df2, f.pvalue))
     h = _bare(stats.kruskal, samples)(*samples)
     rows.append(_row("kruskal", h.statistic, k - 1, math.nan, h.pvalue))
@@ -270,11 +271,11 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
     return OneWayResult(tests_df, gframe, warn, _advice(var, lev))
 
 
-def _welch_lambda(samples: list[np.ndarray]) -> float:
-    """``L = sum (1 - w_i/W)^2 / (n_i - 1)`` with ``w_i = n_i / s_i^2`` (Welch 1951): the
-    denominator degrees of freedom are ``(k^2 - 1) / (3 L)``."""
+def _welch_lambda(samples: list[np.ndarray], sample_var: list[float]) -> float:
+    """``L = sum (1 - w_i/W)^2 / (n_i - 1)`` with ``w_i = n_i / s_i^2`` (Welch 1951; ``s_i^2``:
+    ``sample_var``): the denominator degrees of freedom are ``(k^2 - 1) / (3 L)``."""
     n = np.array([s.size for s in samples], np.float64)
-    w = n / np.array([s.var(ddof=1) for s in samples])
+    w = n / np.array(sample_var)
     return float(((1 - w / w.sum()) ** 2 / (n - 1)).sum())
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
-from .posthoc import PostHocResult, TooManyGroups, games_howell, tukey_hsd
+from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
 from .variability import OneWayResult, balanced_subsample, one_way
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
@@ -101,8 +101,10 @@ class PreparedAnalysis:
         _check_alpha(alpha)
         warn = list(self.head_warnings)
         post: dict[str, PostHocResult] = {}
+        names = self.one_way.groups["group"].tolist()  # the groups the procedures would make
         for name in self.posthoc:
             try:
+                check_posthoc(names)  # their first check, without grouping the table again to fail it
                 res = POSTHOC[name](self.data, alpha, self.value)
             except TooManyGroups as exc:
                 warn.append(f"pairwise comparisons ({name}) skipped: {exc}")

@@ -433,8 +433,12 @@ def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return [(np.mean(np.abs(signs @ d) >= r, axis=0), True) for d, r in zip(mats, reach, strict=True)]
     hits = [np.zeros(d.shape[1], np.int64) for d in mats]
+    buffer = None  # one float64 buffer for every chunk: a fresh 32 MB array each time costs its page faults
     for chunk in _random_signs(n, n_permutations, seed):
-        signs = chunk.astype(np.float64)
+        if buffer is None or buffer.shape[0] < chunk.shape[0]:
+            buffer = np.empty(chunk.shape)
+        signs = buffer[: chunk.shape[0]]
+        signs[...] = chunk
         for d, r, h in zip(mats, reach, hits, strict=True):
             h += np.sum(np.abs(signs @ d) >= r, axis=0)
     return [((h + 1) / (n_permutations + 1), False) for h in hits]

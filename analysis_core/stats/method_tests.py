@@ -20,6 +20,7 @@ random flips with p = (hits + 1) / (B + 1).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -474,25 +475,63 @@ def _random_signs(n: int, n_permutations: int, seed: int) -> Iterator[np.ndarray
     packed = n * n_permutations > _SIGN_CACHE_BYTES // 2
     size = -(-n * n_permutations // 8) if packed else n * n_permutations
     keep = size <= _SIGN_CACHE_BYTES // 2
-    rng = np.random.default_rng(seed)
     chunk = max(1, 4_000_000 // n)
-    out, done = [], 0
-    while done < n_permutations:
-        m = min(chunk, n_permutations - done)
-        bits = rng.integers(0, 2, (m, n), dtype=np.int8)
+    out = []
+    for bits in _bits(seed, [(min(chunk, n_permutations - done), n) for done in range(0, n_permutations, chunk)]):
         if keep and packed:
-            out.append((m, np.packbits(bits)))
+            out.append((bits.shape[0], np.packbits(bits)))
         bits *= 2
         bits -= 1
         if keep and not packed:
             out.append(bits)
         yield bits
-        done += m
     if keep:
         with _SIGN_LOCK:
             while _SIGN_CACHE and sum(v[1] for v in _SIGN_CACHE.values()) + size > _SIGN_CACHE_BYTES:
                 del _SIGN_CACHE[next(iter(_SIGN_CACHE))]  # the oldest first
             _SIGN_CACHE[key] = out, size, packed
+
+
+def _bits(seed: int, shapes: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    """``rng.integers(0, 2, shape, dtype=np.int8)`` for each shape in turn, ``rng =
+    default_rng(seed)``: read off the generator's raw output when that gives the same bits
+    (checked once per process), in a third of the time. numpy draws each int8 in [0, 2) by
+    Lemire's method from one byte of a 32-bit output — four bytes an output, the low byte first,
+    a fresh output at each call — so the value is the byte's top bit; PCG64 serves a 64-bit
+    output as two 32-bit ones, the low half first, the high half kept for the next call."""
+    if not _raw_bits_match():
+        rng = np.random.default_rng(seed)
+        for shape in shapes:
+            yield rng.integers(0, 2, shape, dtype=np.int8)
+        return
+    yield from _raw_bits(np.random.default_rng(seed).bit_generator, shapes)
+
+
+def _raw_bits(bit_generator, shapes: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    carry = None  # the high half of the last 64-bit output, not used yet
+    for m, n in shapes:
+        words = -(-m * n // 4)  # 32-bit outputs this call uses
+        parts = []
+        if carry is not None and words:
+            parts.append(carry)
+            words -= 1
+            carry = None
+        if words:
+            raw = bit_generator.random_raw(-(-words // 2)).view(np.uint32)  # little-endian: low half first
+            if words % 2:
+                raw, carry = raw[:-1], raw[-1:]
+            parts.append(raw)
+        data = np.concatenate(parts).view(np.uint8)[: m * n] if parts else np.empty(0, np.uint8)
+        yield (data >> 7).view(np.int8).reshape(m, n)
+
+
+@functools.cache
+def _raw_bits_match() -> bool:
+    """Whether :func:`_raw_bits` gives numpy's bits here (shapes that leave a half output over)."""
+    shapes = [(3, 37), (1, 5), (5, 37), (1, 1), (2, 3), (866, 13)]
+    rng = np.random.default_rng(7)
+    return all(a.tobytes() == rng.integers(0, 2, shape, dtype=np.int8).tobytes()
+               for a, shape in zip(_raw_bits(np.random.default_rng(7).bit_generator, shapes), shapes, strict=True))
 
 
 def _unpack_signs(packed: np.ndarray, m: int, n: int) -> np.ndarray:

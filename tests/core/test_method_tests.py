@@ -182,3 +182,15 @@ def test_signs_kept_packed_are_the_signs_drawn(monkeypatch):
                for a, b, c in zip(drawn, first, again, strict=True))
     mt._P_CACHE.clear()
     assert mt.sign_flip_p_values(d, 5000, 9)[0].tobytes() == mt._sign_flip([d], 300, 5000, 9)[0][0].tobytes()
+
+
+@pytest.mark.parametrize("n", [17, 37, 4616])
+def test_the_signs_are_numpys_integer_draws_chunk_by_chunk(n):
+    from analysis_core.stats import method_tests as mt
+
+    chunk = max(1, 4_000_000 // n)
+    rng = np.random.default_rng(3)
+    for got in mt._random_signs(n, 10_000, 3):
+        want = rng.integers(0, 2, (min(chunk, got.shape[0]), n), dtype=np.int8) * 2 - 1
+        assert got.tobytes() == want.astype(np.int8).tobytes()
+    assert mt._raw_bits_match()  # the fast path was the one tested

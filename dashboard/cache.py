@@ -490,15 +490,16 @@ def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame)
 
 
 def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
-    """The statistics of every method for the page's classes, in the background while the machine
-    is otherwise idle: the page opens on two methods, and adding the others is the likely next
-    step (with many queries, their paired permutation tests take seconds). Its α step is run once
-    too, so that the core keeps the permutation p-values the request needs."""
+    """The statistics of every method for the selected classes and subsample, in the background
+    while the machine is otherwise idle: the page opens on two methods and every class, and adding
+    the other methods is the likely next step (with many queries, their paired permutation tests
+    take seconds). Its α step is run once too, so that the core keeps the permutation p-values the
+    request needs."""
     from analysis_core.stats.variability import ap_frame
 
     every = _statistics_selection((ev.methods, selection[1], selection[2]))
-    if every[0] == _statistics_selection(selection)[0] or selection[2] is not None:
-        return  # a balanced subsample has few queries: its analysis is quick, no guess needed
+    if every[0] == _statistics_selection(selection)[0]:
+        return
 
     def run(progress: _Progress) -> PreparedAnalysis:
         ap = selection_frame(ap_frame(ev, list(every[0])), every)

@@ -68,4 +68,7 @@ if got is not None:
         components.table(res.paired, "paired_tests")
     else:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")
-    cache.prefetch_statistics(key, ev, selection)
+    if subsample is None and len(selection[1]) == len(all_classes):
+        # from the page as it opens only: every query, where a new selection costs seconds (a guess
+        # made at every move of the other controls would slow the next move down)
+        cache.prefetch_statistics(key, ev, selection)

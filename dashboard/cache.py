@@ -38,7 +38,7 @@ import streamlit as st
 
 from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
 from analysis_core.io import validate
-from analysis_core.stats.analysis import VariabilityAnalysis, analyse
+from analysis_core.stats.analysis import PreparedAnalysis, VariabilityAnalysis, prepare
 from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
@@ -308,13 +308,18 @@ def compute(mode: str, workers: int, address: str):
     return DaskCompute(scheduler=address).start()
 
 
+def _evaluation_key(token: Token) -> str:
+    """The key of the token's evaluation: without a query sample the seed and α do not enter the
+    pass, so one evaluation serves them all."""
+    sampled = token.query_sample is not None
+    return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=token.alpha if sampled else 0.05).key
+
+
 def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     """The sidebar's evaluation. Where it runs (``compute``) is not part of the key: same results.
     Without a query sample the seed and α do not enter the pass, so one evaluation serves them all
     (results derived from it still key by the full token)."""
-    sampled = token.query_sample is not None
-    key = dataclasses.replace(token, seed=token.seed if sampled else 0,
-                              alpha=token.alpha if sampled else 0.05).key
+    key = _evaluation_key(token)
 
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
@@ -330,16 +335,34 @@ def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, see
         alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")
 
 
-def _subset(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int):
-    return token.derived("subset", method, n_classes, group_size, seed), lambda p: evaluate(
-        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
-        seed=seed, alpha=token.alpha, precision=token.precision)
+def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int):
+    return token.derived("subset", method, n_classes, seed), lambda p: evaluate(
+        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
+        alpha=token.alpha, precision=token.precision)
+
+
+def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: int, group_size: int, seed: int):
+    """Grouped Recall@1 of ``ev`` (:func:`_subset`'s pass over the sampled classes) by the very
+    call :func:`evaluate` makes with ``group_size`` (same numbers)."""
+    from analysis_core.stats.grouped_recall import grouped_recall
+
+    sub = ds if ev.rows.size == ds.n_items else ds.subset(ev.rows)
+    return token.derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
+        sub.embeddings[method], sub.label_codes, group_size=group_size, ks=ev.ks, similarity=ev.similarity,
+        seed=seed, repeats=1, alpha=token.alpha, loo_pass=ev.loo_pass(method))
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
                       seed: int) -> Evaluation:
-    key, fn = _subset(token, ds, method, n_classes, group_size, seed)
-    return STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
+    """``evaluate(ds, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
+    seed=seed)``, in two stored parts: the pass over the sampled classes (which the group size
+    does not change) and Grouped Recall@1 for the group size — so that moving the group size
+    slider does not repeat the pass."""
+    key, fn = _subset(token, ds, method, n_classes, seed)
+    ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
+    gr = STORE.result(*_grouped(token, ds, ev, method, n_classes, group_size, seed), group=token.data,
+                      label="Grouped Recall@1")
+    return dataclasses.replace(ev, grouped={method: gr})
 
 
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum
@@ -364,14 +387,20 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int)
 
 def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
                          seed: int, sweep_size: int, repeats: int) -> None:
-    """The Class count page's results for the other methods, at the page's current settings, one
-    at a time in the background while the machine is otherwise idle: switching the method then
-    finds them stored."""
-    for m in methods:
-        for key, fn in (_subset(token, ds, m, n_classes, group_size, seed), _sweep(token, ds, m, sweep_size, repeats)):
-            if key not in STORE:
-                STORE.prefetch(key, fn, group=token.data)
-                return
+    """The Class count page's results for the other methods, one at a time in the background while
+    the machine is otherwise idle, so that switching the method finds them stored: the sweeps
+    first (the sliders above do not change them), then the pass over the sampled classes at the
+    page's current settings and its Grouped Recall@1."""
+    todo = [_sweep(token, ds, m, sweep_size, repeats) for m in methods]
+    todo += [_subset(token, ds, m, n_classes, seed) for m in methods]
+    for m, (key, _) in zip(methods, todo[len(methods):], strict=True):
+        e = STORE.entry(key)
+        if e is not None:
+            todo.append(_grouped(token, ds, e.value, m, n_classes, group_size, seed))
+    for key, fn in todo:
+        if key not in STORE:
+            STORE.prefetch(key, fn, group=token.data)
+            return
 
 
 def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -387,31 +416,100 @@ def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndar
                         label="Preparing the vectors")
 
 
+def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str):
+    return token.derived("bands", kind, n_recall, cls), lambda p: pr_bands(
+        ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls])
+
+
 def bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None = None,
           classes: tuple[str, ...] = ()) -> pd.DataFrame:
     """The bands of every query together and of ``classes`` (each class's band is computed once
     per kind and grid, whichever selection asked for it first), on the ``n_recall`` sub-grid."""
     def one(cls: str) -> pd.DataFrame:
-        return STORE.result(token.derived("bands", kind, n_recall, cls), lambda p: pr_bands(
-            ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls]), group=token.data,
-            label="Computing the bands")
+        return STORE.result(*_band(token, ev, kind, n_recall, cls), group=token.data, label="Computing the bands")
 
     return pd.concat([one(ALL)] + [one(c) for c in classes], ignore_index=True)
 
 
-def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> VariabilityAnalysis:
-    """The Statistics page's :func:`~analysis_core.stats.analyse` for one selection of methods,
-    classes and subsample (``selection`` names it in the key; α is in the token). The every-metric
-    table for the paired tests is built inside, only when the analysis is not stored."""
+def prefetch_bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None) -> None:
+    """The band of every query together of the other kind (t or bootstrap), in the background while
+    the machine is otherwise idle: switching the band finds it stored."""
+    other = "bootstrap" if kind == "t" else "t"
+    key, fn = _band(token, ev, other, n_recall, ALL)
+    if key not in STORE:
+        STORE.prefetch(key, fn, group=token.data)
+
+
+def selection_frame(ap: pd.DataFrame, selection: tuple) -> pd.DataFrame:
+    """The Statistics page's table for ``selection`` (methods, classes, subsample): ``ap`` (the
+    methods' :func:`~analysis_core.stats.variability.ap_frame`) restricted to the classes, then
+    the balanced subsample ``(n per class, seed)`` if one is chosen."""
+    from analysis_core.stats.variability import balanced_subsample
+
+    ap = ap[ap["label"].isin(selection[1])]
+    if selection[2] is not None:
+        ap = balanced_subsample(ap, selection[2][0], seed=selection[2][1])
+    return ap.reset_index(drop=True)
+
+
+def _statistics_selection(selection: tuple) -> tuple:
+    """The order in which methods and classes were picked does not change the analysis."""
+    methods, classes, subsample = selection
+    return tuple(sorted(set(methods))), tuple(sorted(set(classes))), subsample
+
+
+def _prepared(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame):
+    """(key, computation) of the α-free part of the statistics of ``selection`` (normalised)."""
+    return _prepared_key(token, selection), lambda p: prepare(ap, metrics=_metrics(ev, selection, ap))
+
+
+def _metrics(ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> pd.DataFrame:
+    """The every-metric table of the paired tests: the selected methods, the queries of ``ap``."""
     from analysis_core.stats.variability import metric_frame
 
-    def run(progress: _Progress) -> VariabilityAnalysis:
-        metrics = metric_frame(ev, list(selection[0]))
-        metrics = metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
-        return analyse(ap, token.alpha, metrics=metrics)
+    metrics = metric_frame(ev, list(selection[0]))
+    return metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
 
-    return STORE.result(token.derived("statistics", *selection), run, group=token.data,
-                        label="Running the statistics")
+
+def _prepared_key(token: Token, selection: tuple) -> str:
+    return f"{_evaluation_key(token)}/statistics-prepared/{selection!r}"
+
+
+def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> VariabilityAnalysis:
+    """The Statistics page's :func:`~analysis_core.stats.analyse` for one selection of methods,
+    classes and subsample (``selection``; ``ap`` its :func:`selection_frame`). The part that
+    does not depend on α (:func:`~analysis_core.stats.analysis.prepare`: the one-way tests,
+    two-way ANOVA, the mixed model's fit, the paired tests' input) is kept per selection, so a
+    change of α only recomputes intervals, post-hoc tables and decisions (the paired tests'
+    permutation p-values are kept by the core for the same differences). The every-metric table
+    for the paired tests is built inside, only when the prepared part is not stored."""
+    selection = _statistics_selection(selection)
+    key = token.derived("statistics", *selection)
+    prepared = STORE.result(*_prepared(token, ev, selection, ap), group=token.data, label="Running the statistics")
+    return STORE.result(key, lambda p: prepared.at(token.alpha), group=token.data, label="Running the statistics")
+
+
+def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
+    """The statistics of every method for the selected classes and subsample, in the background
+    while the machine is otherwise idle: the page opens on two methods and every class, and adding
+    the other methods is the likely next step (with many queries, their paired permutation tests
+    take seconds). Its α step is run once too, so that the core keeps the permutation p-values the
+    request needs."""
+    from analysis_core.stats.variability import ap_frame
+
+    every = _statistics_selection((ev.methods, selection[1], selection[2]))
+    if every[0] == _statistics_selection(selection)[0]:
+        return
+
+    def run(progress: _Progress) -> PreparedAnalysis:
+        ap = selection_frame(ap_frame(ev, list(every[0])), every)
+        prepared = _prepared(token, ev, every, ap)[1](progress)
+        prepared.at(token.alpha)
+        return prepared
+
+    key = _prepared_key(token, every)
+    if key not in STORE:
+        STORE.prefetch(key, run, group=token.data)
 
 
 def checkpoints(token: Token, ev: Evaluation) -> CheckpointAnalysis:

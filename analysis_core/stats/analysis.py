@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .method_tests import MixedModelResult, metric_paired_tests, mixed_model, two_way_anova
-from .posthoc import PostHocResult, TooManyGroups, games_howell, tukey_hsd
+from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
+from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
 from .variability import OneWayResult, balanced_subsample, one_way
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
@@ -65,10 +65,69 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
     long table of :func:`~.variability.metric_frame`) gives every metric its paired test between
     methods; without it only ``value`` is tested. Never raises on
     degenerate data: undefined statistics carry their reason in their ``note`` and in
-    ``warnings``.
+    ``warnings``. The same as ``prepare(...).at(alpha)``.
     """
+    _check_alpha(alpha)
+    return prepare(ap, posthoc=posthoc, per_class_n=per_class_n, metrics=metrics, n_permutations=n_permutations,
+                   seed=seed, value=value).at(alpha)
+
+
+def _check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+@dataclass(frozen=True)
+class PreparedAnalysis:
+    """The part of :func:`analyse` that the significance level does not change (the one-way tests,
+    two-way ANOVA, the mixed model's fit, the paired tests' input); :meth:`at` adds the rest (post-hoc
+    tables, intervals, decisions) for one ``alpha``. A dashboard keeps it per selection, so that a
+    change of α costs only :meth:`at`."""
+
+    data: pd.DataFrame
+    one_way: OneWayResult
+    two_way: pd.DataFrame | None
+    mixed: MixedFit | None
+    metrics: pd.DataFrame | None  # the paired tests' long table (several methods only)
+    head_warnings: tuple[str, ...]  # subsample, one-way tests and their advice
+    two_way_warnings: tuple[str, ...]
+    posthoc: tuple[str, ...]
+    n_permutations: int
+    seed: int
+    value: str
+
+    def at(self, alpha: float) -> VariabilityAnalysis:
+        """The full analysis at significance level ``alpha``."""
+        _check_alpha(alpha)
+        warn = list(self.head_warnings)
+        post: dict[str, PostHocResult] = {}
+        names = self.one_way.groups["group"].tolist()  # the groups the procedures would make
+        for name in self.posthoc:
+            try:
+                check_posthoc(names)  # their first check, without grouping the table again to fail it
+                res = POSTHOC[name](self.data, alpha, self.value)
+            except TooManyGroups as exc:
+                warn.append(f"pairwise comparisons ({name}) skipped: {exc}")
+                continue
+            post[name] = res
+            warn += [w for w in res.warnings if w not in warn]
+        mm = pt = None
+        if self.mixed is not None:
+            warn += self.two_way_warnings
+            mm = self.mixed.result(alpha)
+            warn += mm.warnings
+            pt = metric_paired_tests(self.metrics, alpha, self.n_permutations, self.seed)
+        else:
+            warn.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
+        return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), self.one_way, post, self.two_way, mm,
+                                   pt, tuple(dict.fromkeys(warn)))
+
+
+def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-howell"),
+            per_class_n: int | None = None, metrics: pd.DataFrame | None = None, n_permutations: int = 10_000,
+            seed: int = 0, value: str = "ap") -> PreparedAnalysis:
+    """The α-free part of :func:`analyse` (same parameters), to be completed by
+    :meth:`PreparedAnalysis.at`."""
     unknown = set(posthoc) - set(POSTHOC)
     if unknown:
         raise ValueError(f"unknown post-hoc procedure(s) {sorted(unknown)}; use {sorted(POSTHOC)}")
@@ -80,26 +139,17 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
     warn += ow.warnings
     if ow.advice:
         warn.append(ow.advice)
-    post: dict[str, PostHocResult] = {}
-    for name in posthoc:
-        try:
-            res = POSTHOC[name](ap, alpha, value)
-        except TooManyGroups as exc:
-            warn.append(f"pairwise comparisons ({name}) skipped: {exc}")
-            continue
-        post[name] = res
-        warn += [w for w in res.warnings if w not in warn]
-    two = mm = pt = None
+    two = mm = None
+    two_warn: list[str] = []
     if ap["method"].nunique() > 1:
-        two = two_way_anova(ap, value, warn)
-        mm = mixed_model(ap, alpha, value)
-        warn += mm.warnings
+        two = two_way_anova(ap, value, two_warn)
+        mm = mixed_fit(ap, value)
         if metrics is None:
             metrics = ap[["method", "query", "label"]].assign(metric="map" if value == "ap" else value,
                                                               value=ap[value])
         elif per_class_n:
             metrics = metrics[metrics["query"].isin(ap["query"])]
-        pt = metric_paired_tests(metrics, alpha, n_permutations, seed)
     else:
-        warn.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
-    return VariabilityAnalysis(alpha, ap, len(ow.groups), ow, post, two, mm, pt, tuple(dict.fromkeys(warn)))
+        metrics = None
+    return PreparedAnalysis(ap, ow, two, mm, metrics, tuple(warn), tuple(two_warn), tuple(posthoc), n_permutations,
+                            seed, value)

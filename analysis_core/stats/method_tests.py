@@ -20,10 +20,14 @@ random flips with p = (hits + 1) / (B + 1).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import math
 import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -158,8 +162,45 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
     methods, no variation, methods that agree on every query, or method effects that fit every
     within-query difference exactly (zero residual variance). Values still non-finite after
     :func:`~.variability.clean_values` are left out."""
-    from scipy import stats
+    return mixed_fit(df, value).result(alpha)
 
+
+@dataclass(frozen=True)
+class MixedFit:
+    """The REML fit of :func:`mixed_model`, before the significance level enters: ``why`` says
+    why the model is undefined (empty when it is fitted)."""
+
+    terms: list[str]
+    why: str
+    coef: np.ndarray | None = None
+    se: np.ndarray | None = None
+    theta: float = math.nan
+    scale: float = math.nan
+    converged: bool = False
+    warnings: list[str] = field(default_factory=list)
+    n_obs: int = 0
+
+    def result(self, alpha: float) -> MixedModelResult:
+        """The model's table with ``1 - alpha`` Wald intervals."""
+        from scipy import stats
+
+        if self.why:
+            t = pd.DataFrame({"term": self.terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
+                              "ci_low": np.nan, "ci_high": np.nan, "note": self.why})
+            return MixedModelResult(t, math.nan, math.nan, False, list(self.warnings), 0)
+        coef, se = self.coef, self.se
+        z = coef / se
+        half = stats.norm.ppf(1 - alpha / 2) * se
+        table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, "z": z,
+                              "p_value": 2 * stats.norm.sf(np.abs(z)), "ci_low": coef - half,
+                              "ci_high": coef + half, "note": ""})
+        return MixedModelResult(table, self.theta * self.scale, self.scale, self.converged, list(self.warnings),
+                                self.n_obs)
+
+
+def mixed_fit(df: pd.DataFrame, value: str = "ap") -> MixedFit:
+    """The fit of :func:`mixed_model` (every warning included): what a change of the significance
+    level leaves unchanged."""
     warn: list[str] = []
     d = clean_values(df, value).assign(meth=df["method"].astype(str), qid=df["query"].astype(str))
     d = d[np.isfinite(d[value].to_numpy(np.float64))]
@@ -196,19 +237,13 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
                 why = "undefined: the fit gives no standard errors (too few queries for a random query effect)."
     if why:
         warn.append(f"mixed model {why}")
-        t = pd.DataFrame({"term": terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
-                          "ci_low": np.nan, "ci_high": np.nan, "note": why})
-        return MixedModelResult(t, math.nan, math.nan, False, warn, 0)
+        return MixedFit(terms, why, warnings=warn)
     if theta == 0.0:
         warn.append("mixed model: query variance estimated at 0 (boundary): the queries vary no more than the "
                     "residual, and the method effects are those of ordinary least squares.")
-    z = coef / se
-    half = stats.norm.ppf(1 - alpha / 2) * se
-    table = pd.DataFrame({"term": terms, "coef": coef, "std_err": se, "z": z, "p_value": 2 * stats.norm.sf(np.abs(z)),
-                          "ci_low": coef - half, "ci_high": coef + half, "note": ""})
     if not converged:
         warn.append("the mixed model did not converge: read its numbers with care.")
-    return MixedModelResult(table, theta * scale, scale, converged, warn, len(d))
+    return MixedFit(terms, "", coef, se, theta, scale, converged, warn, len(d))
 
 
 REML_THETA_GRID = np.r_[0.0, np.logspace(-8, 8, 33)]  # query / residual variance ratios where the search starts
@@ -353,51 +388,158 @@ def sign_flip_p_values(d: np.ndarray, n_permutations: int = 10_000, seed: int = 
     :data:`EXACT_PERMUTATION_MAX_N`, else ``(hits + 1) / (B + 1)`` over ``B`` random sign vectors
     drawn from ``seed`` — the same vectors for every column, so a column's p-value does not depend
     on which other pairs are tested, and all columns cost one matrix product."""
-    d = np.asarray(d, np.float64)
-    if d.ndim == 1:
-        d = d[:, None]
-    n = d.shape[0]
-    obs = np.abs(d.sum(axis=0))
-    tol = 1e-12 * np.maximum(1.0, np.abs(d).sum(axis=0))  # sums equal up to rounding count as reaching obs
+    return sign_flip_p_values_many([d], n_permutations, seed)[0]
+
+
+def sign_flip_p_values_many(ds: list[np.ndarray], n_permutations: int = 10_000,
+                            seed: int = 0) -> list[tuple[np.ndarray, bool]]:
+    """:func:`sign_flip_p_values` of each matrix (or vector) of ``ds``. The matrices with the same
+    number of rows share one draw of the random signs and its conversion to float64, chunk by
+    chunk; each matrix still gets its own product with each chunk — the very product a call on
+    it alone makes — so every p-value has the bits of that call. The p-values of the last
+    matrices tested are kept (:data:`_P_CACHE`): a table recomputed at another significance level
+    tests the same differences."""
+    mats = []
+    for d in ds:
+        d = np.asarray(d, np.float64)
+        mats.append(d[:, None] if d.ndim == 1 else d)
+    keys = [(hashlib.blake2b(np.ascontiguousarray(d).tobytes(), digest_size=16).digest(), d.shape,
+             d.flags.c_contiguous, n_permutations, seed) for d in mats]
+    out: list[tuple[np.ndarray, bool] | None] = [None] * len(mats)
+    with _SIGN_LOCK:
+        for i, key in enumerate(keys):
+            if key in _P_CACHE:
+                _P_CACHE.move_to_end(key)
+                out[i] = _P_CACHE[key]
+    by_n: dict[int, list[int]] = {}
+    for i, d in enumerate(mats):
+        if out[i] is None:
+            by_n.setdefault(d.shape[0], []).append(i)
+    for n, idx in by_n.items():
+        for i, res in zip(idx, _sign_flip([mats[i] for i in idx], n, n_permutations, seed), strict=True):
+            out[i] = res
+            with _SIGN_LOCK:
+                _P_CACHE[keys[i]] = res
+                while len(_P_CACHE) > _P_CACHE_ENTRIES:
+                    _P_CACHE.popitem(last=False)
+    return [(p.copy(), exact) for p, exact in out]
+
+
+def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -> list[tuple[np.ndarray, bool]]:
+    """The p-values of :func:`sign_flip_p_values` for float64 matrices of ``n`` rows, computed."""
+    obs = [np.abs(d.sum(axis=0)) for d in mats]
+    # sums equal up to rounding count as reaching obs
+    reach = [o - 1e-12 * np.maximum(1.0, np.abs(d).sum(axis=0)) for d, o in zip(mats, obs, strict=True)]
     if n <= EXACT_PERMUTATION_MAX_N:
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-        return np.mean(np.abs(signs @ d) >= obs - tol, axis=0), True
-    hits = np.zeros(d.shape[1], np.int64)
-    for signs in _random_signs(n, n_permutations, seed):
-        hits += np.sum(np.abs(signs.astype(np.float64) @ d) >= obs - tol, axis=0)
-    return (hits + 1) / (n_permutations + 1), False
+        return [(np.mean(np.abs(signs @ d) >= r, axis=0), True) for d, r in zip(mats, reach, strict=True)]
+    hits = [np.zeros(d.shape[1], np.int64) for d in mats]
+    buffer = None  # one float64 buffer for every chunk: a fresh 32 MB array each time costs its page faults
+    for chunk in _random_signs(n, n_permutations, seed):
+        if buffer is None or buffer.shape[0] < chunk.shape[0]:
+            buffer = np.empty(chunk.shape)
+        signs = buffer[: chunk.shape[0]]
+        signs[...] = chunk
+        for d, r, h in zip(mats, reach, hits, strict=True):
+            h += np.sum(np.abs(signs @ d) >= r, axis=0)
+    return [((h + 1) / (n_permutations + 1), False) for h in hits]
 
 
-_SIGN_CACHE: dict[tuple[int, int, int], list[np.ndarray]] = {}
-_SIGN_CACHE_BYTES = 64 << 20  # a report tests the same queries (same n) dozens of times
+# drawn signs per (n, B, seed): (chunks, bytes held, whether the chunks are packed bits)
+_SIGN_CACHE: dict[tuple[int, int, int], tuple[list, int, bool]] = {}
+_SIGN_CACHE_BYTES = 128 << 20  # a report tests the same queries (same n) dozens of times
 _SIGN_LOCK = threading.Lock()
+# p-values of the last matrices of differences tested (digest of their bytes, shape, B, seed): a
+# table recomputed with another significance level, or the same selection asked for again, tests
+# the same differences; the same input gives the stored output, so every bit is unchanged
+_P_CACHE: OrderedDict[tuple, tuple[np.ndarray, bool]] = OrderedDict()
+_P_CACHE_ENTRIES = 512
 
 
-def _random_signs(n: int, n_permutations: int, seed: int) -> list[np.ndarray]:
+def _random_signs(n: int, n_permutations: int, seed: int) -> Iterator[np.ndarray]:
     """The random signs (-1/+1, int8) of :func:`sign_flip_p_values`, in chunks of about 4
     million: bits drawn from ``default_rng(seed)`` (the same draws on every call) mapped 0 -> -1,
     1 -> +1, kept for the last few (n, B, seed) that fit in :data:`_SIGN_CACHE_BYTES` so that
-    repeated tests skip the draw. Kept as signs rather than bits: a test then converts them to
-    float64 in one pass (a third of the time of converting bits and mapping them)."""
+    repeated tests skip the draw. Kept as signs rather than bits while they fit in half the
+    budget: a test then converts them to float64 in one pass (a third of the time of converting
+    bits and mapping them); larger draws (tens of thousands of queries) are kept packed eight to
+    a byte, unpacked chunk by chunk, which still costs a fifth of drawing them again."""
     key = (n, n_permutations, seed)
-    if key in _SIGN_CACHE:
-        return _SIGN_CACHE[key]
-    rng = np.random.default_rng(seed)
+    with _SIGN_LOCK:
+        stored = _SIGN_CACHE.get(key)
+    if stored is not None:
+        chunks, _, packed = stored
+        for c in chunks:
+            yield _unpack_signs(c[1], c[0], n) if packed else c
+        return
+    packed = n * n_permutations > _SIGN_CACHE_BYTES // 2
+    size = -(-n * n_permutations // 8) if packed else n * n_permutations
+    keep = size <= _SIGN_CACHE_BYTES // 2
     chunk = max(1, 4_000_000 // n)
-    out, done = [], 0
-    while done < n_permutations:
-        m = min(chunk, n_permutations - done)
-        bits = rng.integers(0, 2, (m, n), dtype=np.int8)
+    out = []
+    for bits in _bits(seed, [(min(chunk, n_permutations - done), n) for done in range(0, n_permutations, chunk)]):
+        if keep and packed:
+            out.append((bits.shape[0], np.packbits(bits)))
         bits *= 2
         bits -= 1
-        out.append(bits)
-        done += m
-    if n * n_permutations <= _SIGN_CACHE_BYTES // 2:
+        if keep and not packed:
+            out.append(bits)
+        yield bits
+    if keep:
         with _SIGN_LOCK:
-            while _SIGN_CACHE and sum(k[0] * k[1] for k in _SIGN_CACHE) + n * n_permutations > _SIGN_CACHE_BYTES:
+            while _SIGN_CACHE and sum(v[1] for v in _SIGN_CACHE.values()) + size > _SIGN_CACHE_BYTES:
                 del _SIGN_CACHE[next(iter(_SIGN_CACHE))]  # the oldest first
-            _SIGN_CACHE[key] = out
-    return out
+            _SIGN_CACHE[key] = out, size, packed
+
+
+def _bits(seed: int, shapes: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    """``rng.integers(0, 2, shape, dtype=np.int8)`` for each shape in turn, ``rng =
+    default_rng(seed)``: read off the generator's raw output when that gives the same bits
+    (checked once per process), in a third of the time. numpy draws each int8 in [0, 2) by
+    Lemire's method from one byte of a 32-bit output — four bytes an output, the low byte first,
+    a fresh output at each call — so the value is the byte's top bit; PCG64 serves a 64-bit
+    output as two 32-bit ones, the low half first, the high half kept for the next call."""
+    if not _raw_bits_match():
+        rng = np.random.default_rng(seed)
+        for shape in shapes:
+            yield rng.integers(0, 2, shape, dtype=np.int8)
+        return
+    yield from _raw_bits(np.random.default_rng(seed).bit_generator, shapes)
+
+
+def _raw_bits(bit_generator, shapes: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    carry = None  # the high half of the last 64-bit output, not used yet
+    for m, n in shapes:
+        words = -(-m * n // 4)  # 32-bit outputs this call uses
+        parts = []
+        if carry is not None and words:
+            parts.append(carry)
+            words -= 1
+            carry = None
+        if words:
+            raw = bit_generator.random_raw(-(-words // 2)).view(np.uint32)  # little-endian: low half first
+            if words % 2:
+                raw, carry = raw[:-1], raw[-1:]
+            parts.append(raw)
+        data = np.concatenate(parts).view(np.uint8)[: m * n] if parts else np.empty(0, np.uint8)
+        yield (data >> 7).view(np.int8).reshape(m, n)
+
+
+@functools.cache
+def _raw_bits_match() -> bool:
+    """Whether :func:`_raw_bits` gives numpy's bits here (shapes that leave a half output over)."""
+    shapes = [(3, 37), (1, 5), (5, 37), (1, 1), (2, 3), (866, 13)]
+    rng = np.random.default_rng(7)
+    return all(a.tobytes() == rng.integers(0, 2, shape, dtype=np.int8).tobytes()
+               for a, shape in zip(_raw_bits(np.random.default_rng(7).bit_generator, shapes), shapes, strict=True))
+
+
+def _unpack_signs(packed: np.ndarray, m: int, n: int) -> np.ndarray:
+    """A chunk of ``m`` rows of ``n`` signs (int8) from its packed bits."""
+    signs = np.unpackbits(packed, count=m * n).reshape(m, n).view(np.int8)
+    signs *= 2
+    signs -= 1
+    return signs
 
 
 def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
@@ -544,13 +686,21 @@ def _sign_flip_columns(diffs: list[np.ndarray], n_permutations: int, seed: int) 
     """Sign-flip p-value of each vector of differences (NaN for an empty one); the vectors of
     one length in one product (:func:`sign_flip_p_values`)."""
     out = np.full(len(diffs), np.nan)
+    columns = _columns_by_length(diffs)
+    for (idx, _), (p, _) in zip(columns, sign_flip_p_values_many([m for _, m in columns], n_permutations, seed),
+                                strict=True):
+        out[idx] = p
+    return out
+
+
+def _columns_by_length(diffs: list[np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
+    """The non-empty vectors of ``diffs`` of each length as the columns of one matrix, with their
+    indices in ``diffs``."""
     by_n: dict[int, list[int]] = {}
     for i, d in enumerate(diffs):
         if d.size:
             by_n.setdefault(d.size, []).append(i)
-    for idx in by_n.values():
-        out[idx] = sign_flip_p_values(np.column_stack([diffs[i] for i in idx]), n_permutations, seed)[0]
-    return out
+    return [(idx, np.column_stack([diffs[i] for i in idx])) for idx in by_n.values()]
 
 
 def _holm_columns(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
@@ -569,8 +719,19 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
     across pairs, and the difference of hit rates with its t interval. Where ties at the cutoff
     make some per-query hits fractional (expected hits), the sign-flip permutation test on the
     differences is used instead (for 0/1 hits it is the same conditional test) and ``note`` says so."""
+    out, fractional = _mcnemar_rows(df, alpha, value)
+    p = sign_flip_p_values_many([d for _, d in fractional], n_permutations, seed)
+    for (i, _), (v, _) in zip(fractional, p, strict=True):
+        out.loc[i, "p_value"] = float(v[0])
+    return _mcnemar_holm(out, alpha)
+
+
+def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFrame, list[tuple[int, np.ndarray]]]:
+    """:func:`mcnemar_tests` up to the p-values of the sign-flip tests (NaN) and the Holm columns,
+    with (row, differences) of those tests: the permutation tests of several tables can then
+    share one draw of signs."""
     pairs = [(a, b, va, vb, merge_differences(va, vb)) for a, b, va, vb in _pairs(df, value)]
-    rows, exact = [], []
+    rows, exact, fractional = [], [], []
     for (a, b, va, vb, d), (mean, lo, hi, note) in zip(pairs, _pair_effects([p[4] for p in pairs], alpha),
                                                         strict=True):
         notes = [note] if note else []
@@ -583,8 +744,8 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
             test, p = "McNemar exact", math.nan  # filled below, every pair in one call
             exact.append(len(rows))
         else:
-            test = "sign-flip permutation"
-            p, _ = sign_flip_p_value(d, n_permutations, seed)
+            test, p = "sign-flip permutation", math.nan  # filled by the caller
+            fractional.append((len(rows), d))
             notes.append("fractional hits (ties at the cutoff): sign-flip permutation test on expected hits")
         rows.append(dict(method_a=a, method_b=b, n=int(d.size), mean_diff=mean, ci_low=lo, ci_high=hi, test=test,
                          p_value=p, discordant_a=only_a, discordant_b=only_b, wins=int((d > 0).sum()),
@@ -595,6 +756,11 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
             rows[i]["p_value"] = v
     out = pd.DataFrame(rows, columns=["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test",
                                       "p_value", "discordant_a", "discordant_b", "wins", "ties", "losses", "note"])
+    return out, fractional
+
+
+def _mcnemar_holm(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The Holm column and ``reject`` of a :func:`mcnemar_tests` table (in place)."""
     out["p_holm"] = holm(out["p_value"])
     out["reject"] = (out["p_holm"] < alpha).fillna(False).astype(bool)
     return out
@@ -625,14 +791,27 @@ def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutatio
     kinds = {m.name: m.kind for m in summary_metrics(tuple(range(1, 1025)))}
     parts: dict[str, pd.DataFrame] = {}
     graded: dict[str, list[np.ndarray]] = {}  # the sign-flip tests of every metric in one product
+    fractional: dict[str, list[tuple[int, np.ndarray]]] = {}  # hit rates with fractional hits
     for name in metrics["metric"].unique():
         sub = metrics[metrics["metric"] == name]
         if kinds.get(name) == "hit":
-            parts[name] = mcnemar_tests(sub, alpha, n_permutations, seed, "value")
+            parts[name], fractional[name] = _mcnemar_rows(sub, alpha, "value")
         else:
             parts[name], graded[name] = _paired_rows(sub, alpha, "value")
+    # one draw of signs for the graded product and each fractional-hit test (each its own product)
+    graded_columns = _columns_by_length([d for diffs in graded.values() for d in diffs])
+    tested = sign_flip_p_values_many([m for _, m in graded_columns] + [d for f in fractional.values() for _, d in f],
+                                     n_permutations, seed)
+    rest = iter(tested[len(graded_columns):])
+    for name, f in fractional.items():
+        t = parts[name]
+        for (i, _), (v, _) in zip(f, rest, strict=False):
+            t.loc[i, "p_value"] = float(v[0])
+        parts[name] = _mcnemar_holm(t, alpha)
     if graded:
-        p = _sign_flip_columns([d for diffs in graded.values() for d in diffs], n_permutations, seed)
+        p = np.full(sum(len(diffs) for diffs in graded.values()), np.nan)
+        for (idx, _), (v, _) in zip(graded_columns, tested, strict=False):
+            p[idx] = v
         start = 0
         for name, diffs in graded.items():
             t = parts[name]

@@ -84,6 +84,7 @@ def studentized_range_sf(q: np.ndarray, k: int, df: np.ndarray) -> np.ndarray:
     q, df = np.broadcast_arrays(np.asarray(q, np.float64), np.asarray(df, np.float64))
     spline, w_max = _log_range_sf(int(k))
     out = np.full(q.shape, np.nan)
+    todo = []  # (index, outer nodes scaled by q, their weights)
     for idx in np.ndindex(q.shape):
         qi, d = q[idx], df[idx]
         if not (np.isfinite(qi) and d > 0):
@@ -92,9 +93,14 @@ def studentized_range_sf(q: np.ndarray, k: int, df: np.ndarray) -> np.ndarray:
             out[idx] = 1.0
             continue
         s, wts = _outer_nodes(float(d))
-        w = qi * s
+        todo.append((idx, qi * s, wts))
+    if todo:  # one spline evaluation for every value (elementwise: the same numbers as one call per value)
+        w = np.concatenate([w for _, w, _ in todo])
         tail = np.where(w <= w_max, np.exp(spline(np.minimum(w, w_max))), 0.0)
-        out[idx] = float(np.dot(wts, tail))
+        start = 0
+        for idx, wi, wts in todo:
+            out[idx] = float(np.dot(wts, tail[start:start + wi.size].copy()))
+            start += wi.size
     return np.clip(out, 0.0, 1.0)
 
 

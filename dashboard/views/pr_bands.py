@@ -41,3 +41,4 @@ got = current(FINE_GRID)
 if got is not None:
     key, ev = got
     shown_bands(key, ev, kind, n_recall)
+    cache.prefetch_bands(key, ev, kind, n_recall)

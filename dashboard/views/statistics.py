@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
-from analysis_core.stats.variability import ap_frame, balanced_subsample
+from analysis_core.stats.variability import ap_frame
 from dashboard import cache, components
 from dashboard.views.common import alpha, current
 
@@ -38,15 +38,14 @@ if got is not None:
     classes = st.multiselect("Classes", all_classes, default=all_classes,
                              help=f"Tukey HSD and Games-Howell tables are made for at most {MAX_POSTHOC_GROUPS} "
                                   "method × class groups; every other test uses every selected query.")
-    ap = ap[ap["label"].isin(classes or all_classes)]
     subsample = None
     if st.toggle("Balanced subsample (same n queries per class, as Brughi et al.)"):
         subsample = (st.slider("Queries per class", 2, 50, 5), st.number_input("Seed", 0, 10_000, 0))
-        ap = balanced_subsample(ap, subsample[0], seed=subsample[1])
+    selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample)
+    ap = cache.selection_frame(ap, selection)
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
-    selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample)
-    res = cache.statistics(key, ev, selection, ap.reset_index(drop=True))
+    res = cache.statistics(key, ev, selection, ap)
     components.warnings(list(res.warnings))
 
     st.subheader("One-way tests")
@@ -69,3 +68,7 @@ if got is not None:
         components.table(res.paired, "paired_tests")
     else:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")
+    if subsample is None and len(selection[1]) == len(all_classes):
+        # from the page as it opens only: every query, where a new selection costs seconds (a guess
+        # made at every move of the other controls would slow the next move down)
+        cache.prefetch_statistics(key, ev, selection)

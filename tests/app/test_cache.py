@@ -3,12 +3,14 @@ computation per key however many sessions ask, abandoned runs kept, one token pe
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.testing.v1 import AppTest
@@ -220,3 +222,42 @@ def test_the_class_count_page_has_the_other_methods_ready_when_the_method_change
     next(s for s in at.selectbox if s.label == "Method").set_value(methods[1]).run()
     assert not at.exception and not at.error
     assert cache.STORE.computed == done  # nothing computed on the switch: it was all stored
+
+
+def test_the_class_count_subset_is_the_evaluation_with_its_group_size_and_the_group_size_reuses_the_pass():
+    import json
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-subset-test", similarity="cosine", ks=(1,), n_recall=11, query_sample=None, seed=0,
+                      alpha=0.05)
+    m = ds.methods[0]
+    for n_classes, group_size, seed in ((10, 3, 0), (10, 5, 0), (6, 2, 1)):
+        want = evaluate(ds, ks=(1,), methods=[m], max_classes=n_classes, group_size=group_size, seed=seed)
+        done = cache.STORE.computed
+        got = cache.subset_evaluation(tok, ds, m, n_classes, group_size, seed)
+        assert json.dumps(got.summary(), sort_keys=True) == json.dumps(want.summary(), sort_keys=True)
+        pd.testing.assert_frame_equal(got.grouped[m].per_group, want.grouped[m].per_group, check_exact=True)
+        if group_size == 5:  # a new group size: Grouped Recall only, not the pass
+            assert cache.STORE.computed == done + 1
+
+
+def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_core():
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    ap = ap_frame(ev, ev.methods)
+    metrics = metric_frame(ev, ev.methods)
+    tok = cache.Token(data="digits-stats-test", similarity="cosine", ks=ev.ks, n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    labels = tuple(sorted(ap["label"].unique()))
+    first = cache.statistics(tok, ev, (tuple(ev.methods), labels, None), ap)
+    done = cache.STORE.computed
+    again = cache.statistics(tok, ev, (tuple(ev.methods[::-1]), labels[::-1], None), ap)  # same selection
+    assert again is first and cache.STORE.computed == done
+    for alpha in (0.01, 0.1):
+        got = cache.statistics(dataclasses.replace(tok, alpha=alpha), ev, (tuple(ev.methods), labels, None), ap)
+        want = analyse(ap, alpha, metrics=metrics)
+        pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
+        assert got.warnings == want.warnings
+    assert cache.STORE.computed == done + 2  # one α-dependent step per α, no new analysis

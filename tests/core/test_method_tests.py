@@ -128,3 +128,69 @@ def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unc
     d = rng.normal(0, 1, (40, 3))
     first = mt.sign_flip_p_values(d, 2000, seed=1)[0]
     assert (40, 2000, 1) in mt._SIGN_CACHE and mt.sign_flip_p_values(d, 2000, seed=1)[0].tobytes() == first.tobytes()
+
+
+def test_sign_flips_of_several_matrices_share_the_draw_and_keep_the_bits_of_one_call_each():
+    from analysis_core.stats import method_tests as mt
+
+    rng = np.random.default_rng(5)
+    mats = [rng.normal(0, 1, (40, 3)), np.round(rng.normal(0, 1, 40), 1), rng.normal(0, 1, (25, 2)),
+            rng.normal(0, 1, (12, 2)), np.asfortranarray(rng.normal(0, 1, (40, 2)))]
+    alone = []
+    for d in mats:
+        mt._P_CACHE.clear()
+        alone.append(mt.sign_flip_p_values(d, 3000, seed=4))
+    mt._P_CACHE.clear()
+    together = mt.sign_flip_p_values_many(mats, 3000, seed=4)
+    again = mt.sign_flip_p_values_many(mats, 3000, seed=4)  # stored: the same bits, not recomputed
+    for (p, exact), (q, e2), (r, e3) in zip(alone, together, again, strict=True):
+        assert p.tobytes() == q.tobytes() == r.tobytes() and exact == e2 == e3
+    assert [e for _, e in together] == [False, False, False, True, False]
+
+
+def test_an_analysis_prepared_once_gives_at_each_alpha_what_a_fresh_analysis_gives():
+    from analysis_core.stats.analysis import prepare
+
+    rng = np.random.default_rng(3)
+    n = 60
+    label = np.repeat([f"c{i}" for i in range(6)], n // 6)
+    frames = [pd.DataFrame({"method": m, "query": np.arange(n), "label": label,
+                            "ap": np.clip(rng.normal(0.5 + 0.05 * j, 0.2, n), 0, 1)}) for j, m in enumerate("abc")]
+    ap = pd.concat(frames, ignore_index=True)
+    prepared = prepare(ap)
+    for alpha in (0.05, 0.01, 0.2, 0.05):
+        got, want = prepared.at(alpha), analyse(ap, alpha)
+        assert got.warnings == want.warnings and got.alpha == alpha
+        pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
+        pd.testing.assert_frame_equal(got.mixed.table, want.mixed.table, check_exact=True)
+        for name in want.posthoc:
+            pd.testing.assert_frame_equal(got.posthoc[name].table, want.posthoc[name].table, check_exact=True)
+        pd.testing.assert_frame_equal(got.summary_frame(), want.summary_frame(), check_exact=True)
+
+
+def test_signs_kept_packed_are_the_signs_drawn(monkeypatch):
+    from analysis_core.stats import method_tests as mt
+
+    d = np.random.default_rng(6).normal(0, 1, (300, 2))
+    drawn = [c.copy() for c in mt._random_signs(300, 5000, 9)]  # kept as int8 signs
+    monkeypatch.setattr(mt, "_SIGN_CACHE", {})
+    monkeypatch.setattr(mt, "_SIGN_CACHE_BYTES", 1 << 20)  # 1.5 M signs: more than half, kept packed
+    first = [c.copy() for c in mt._random_signs(300, 5000, 9)]
+    assert mt._SIGN_CACHE[(300, 5000, 9)][2]  # packed
+    again = list(mt._random_signs(300, 5000, 9))
+    assert all(a.tobytes() == b.tobytes() == c.tobytes() and c.dtype == np.int8
+               for a, b, c in zip(drawn, first, again, strict=True))
+    mt._P_CACHE.clear()
+    assert mt.sign_flip_p_values(d, 5000, 9)[0].tobytes() == mt._sign_flip([d], 300, 5000, 9)[0][0].tobytes()
+
+
+@pytest.mark.parametrize("n", [17, 37, 4616])
+def test_the_signs_are_numpys_integer_draws_chunk_by_chunk(n):
+    from analysis_core.stats import method_tests as mt
+
+    chunk = max(1, 4_000_000 // n)
+    rng = np.random.default_rng(3)
+    for got in mt._random_signs(n, 10_000, 3):
+        want = rng.integers(0, 2, (min(chunk, got.shape[0]), n), dtype=np.int8) * 2 - 1
+        assert got.tobytes() == want.astype(np.int8).tobytes()
+    assert mt._raw_bits_match()  # the fast path was the one tested

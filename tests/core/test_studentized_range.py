@@ -44,3 +44,12 @@ def test_many_degrees_of_freedom_interpolated_within_tolerance():
     got = quantiles_for_dfs(0.95, 12, dfs)
     exact = studentized_range_ppf(0.95, 12, dfs)
     assert np.max(np.abs(got - exact)) <= 10 * PPF_TOLERANCE
+
+
+def test_many_values_at_once_have_the_bits_of_one_call_per_value():
+    rng = np.random.default_rng(2)
+    q = np.r_[rng.uniform(0.1, 8, 30), 0.0, -1.0, np.nan, 3.0]
+    df = np.r_[rng.uniform(2, 500, 30), 5.0, 5.0, 5.0, np.inf]
+    together = studentized_range_sf(q, 6, df)
+    alone = np.array([studentized_range_sf(np.array([a]), 6, np.array([b]))[0] for a, b in zip(q, df, strict=True)])
+    assert together.tobytes() == alone.tobytes()

@@ -4,6 +4,7 @@ effects."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -237,3 +238,50 @@ def test_paired_permutation_p_value_matches_exhaustive_sign_flips():
                      for s in itertools.product([-1, 1], repeat=8)])
     got = paired_tests(df, n_permutations=40000, seed=1).iloc[0]["p_permutation"]
     assert got == pytest.approx(exact, abs=0.01)
+
+
+def test_groups_are_those_of_a_pandas_groupby_in_row_order():
+    from analysis_core.stats.variability import clean_values, group_column, groups
+
+    rng = np.random.default_rng(7)
+    n = 400
+    df = pd.DataFrame({"method": rng.choice(["b", "a", "a10", "a9"], n), "query": np.arange(n),
+                       "label": rng.choice([f"class {i}" for i in range(30)] + ["Z", "é", "1"], n),
+                       "ap": np.round(rng.random(n), 2)})
+    warn: list[str] = []
+    names, samples = groups(df, warn)
+    c = clean_values(df)
+    want = [(str(k), g["ap"].to_numpy()) for k, g in c.groupby(group_column(c), sort=True) if len(g) >= 2]
+    assert names == [k for k, _ in want]
+    assert all(s.tobytes() == w.tobytes() for s, (_, w) in zip(samples, want, strict=True))
+
+
+def test_scipy_tests_without_their_wrapper_give_the_same_bits_on_groups():
+    from analysis_core.stats.variability import _bare
+
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        samples = [np.round(rng.random(int(rng.integers(3, 30))), int(rng.integers(1, 5)))
+                   for _ in range(int(rng.integers(2, 40)))]
+        if trial % 5 == 0:
+            samples[0] = np.full(samples[0].size, 0.5)
+        for test, kw in ((stats.f_oneway, {}), (stats.f_oneway, {"equal_var": False}), (stats.kruskal, {}),
+                         (stats.levene, {"center": "median"})):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                a, b = test(*samples, **kw), _bare(test, samples)(*samples, **kw)
+            assert np.array([a.statistic, a.pvalue]).tobytes() == np.array([b.statistic, b.pvalue]).tobytes()
+    assert _bare(stats.kruskal, [np.array([1.0, np.nan])]) is stats.kruskal  # NaN: the wrapper's policy
+
+
+def test_the_deviation_shortcut_agrees_with_merging_each_group():
+    from analysis_core.stats.variability import _deviations_vary, merge_rounding_noise
+
+    rng = np.random.default_rng(13)
+    for trial in range(300):
+        samples = [np.round(rng.random(int(rng.integers(3, 12))), int(rng.integers(0, 3)))
+                   for _ in range(int(rng.integers(1, 6)))]
+        if trial % 3 == 0:
+            samples = [np.array([0.25, 0.75] * int(rng.integers(2, 5))) + rng.choice([0.0, 1e-14]) for _ in samples]
+        merged = [merge_rounding_noise(np.abs(s - np.median(s))) for s in samples]
+        assert _deviations_vary(samples) == any(np.ptp(d) > 0 for d in merged)

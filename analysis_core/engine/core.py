@@ -83,7 +83,7 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         (``query_hist``, ``query_pair_sums``; sums on a fixed-point grid of about 2^-40, exact
         to add in any order). Used for intervals of pair statistics under query sampling.
     kernel : how phase 2 ranks negatives, one of ``KERNELS`` (results are identical; a choice for
-        tests and measurements): ``"auto"`` counting or search per query row by cost.
+        tests and measurements): ``"auto"`` counting, cells or search per query row by cost.
     precision : ``"float32"`` (default) or ``"float64"``: the dtype every similarity is computed,
         compared and tied in. float64 keeps near-equal scores of float64 embeddings apart that
         float32 rounding would merge into ties (float32 input is upcast exactly); it costs about

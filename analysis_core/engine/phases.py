@@ -20,6 +20,9 @@ from .results import BlockResult, tile_arrays
 from .setup import Setup
 from .tiles import KEEP_TILES_MB, TILE, Tiles, tiles_for
 
+#: :func:`.ranking.rank_rows`' ``how`` for a kernel forcing one way (else chosen per row)
+RANK_WAYS = {"count": 1, "cells": 2}
+
 
 @dataclass
 class Thresholds:
@@ -144,7 +147,7 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
                                    sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale, search)
             if not search:
                 rank_tile(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt, eq, row_buf[w],
-                            tile_buf_t[w], st.kernel == "count")
+                            tile_buf_t[w], RANK_WAYS.get(st.kernel, 0))
         if pairs:
             tile_sums[ij] = (float(sums[0]), float(sums[1]))  # dict writes are atomic under the GIL
 

@@ -16,10 +16,10 @@ from .query_metrics import metric_plan
 from .tiles import TILE
 
 #: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
-#: "auto" counts per threshold or searches per query row, by cost; "count" always counts;
-#: "search" binary-searches every negative reaching a positive; "general" sends every tile through
-#: the kernel for duplicate vectors
-KERNELS = ("auto", "count", "search", "general")
+#: "auto" counts per threshold, looks up cells or searches per query row, by cost; "count" always
+#: counts; "cells" always looks up (:func:`.ranking.rank_rows`); "search" binary-searches every
+#: negative reaching a positive; "general" sends every tile through the kernel for duplicate vectors
+KERNELS = ("auto", "count", "cells", "search", "general")
 
 
 

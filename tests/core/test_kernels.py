@@ -125,3 +125,34 @@ def test_the_tile_transposition_equals_numpys_on_ragged_shapes(na, nb, dtype):
     S = np.random.default_rng(na * 100 + nb).standard_normal((na, nb)).astype(dtype)
     buf = np.full(na * nb + 7, np.nan, dtype)
     assert np.array_equal(transpose(S, buf), S.T)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), R=st.integers(2, 300), nb=st.integers(1, 600),
+       clustered=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_ranking_by_cells_equals_counting_by_brute_force(seed, R, nb, clustered, dtype):
+    """Cells against the definition, counted by brute force: C_k = #{x > t_k}, gt[k] = C_k -
+    C_{k+1}, eq[k] = #{x == t_k}; thresholds spread or packed into a few cells (one far outlier
+    stretches the table), scores that tie thresholds exactly, masked (-inf) scores."""
+    from analysis_core.engine.ranking import _rank_by_cells
+
+    rng = np.random.default_rng(seed)
+    t = rng.standard_normal(R)
+    if clustered:
+        t[:-1] = np.round(t[:-1] * 1e-3, 6)
+        t[-1] = 50.0
+    t = np.unique(t.astype(dtype))
+    if t.size < 2:
+        return
+    x = rng.standard_normal(nb).astype(dtype)
+    pick = rng.random(nb)
+    x[pick < 0.3] = rng.choice(t, int((pick < 0.3).sum()))
+    x[pick > 0.9] = -np.inf
+    gt, eq = np.zeros(t.size + 3, np.int64), np.zeros(t.size + 3, np.int64)
+    m = 2 * t.size + 2
+    _rank_by_cells(x, np.concatenate([[0.0], t]).astype(dtype), 1, t.size + 1, gt, eq, np.empty(m, np.int64),
+                   np.empty(m), np.empty(m, np.uint8), np.empty(nb, np.int32), np.empty(m, np.int64))
+    C = np.append((x[None, :] > t[:, None]).sum(axis=1), 0)
+    np.testing.assert_array_equal(gt[1:t.size + 1], C[:-1] - C[1:])
+    np.testing.assert_array_equal(eq[1:t.size + 1], (x[None, :] == t[:, None]).sum(axis=1))
+    assert gt[0] == eq[0] == 0 and not gt[t.size + 1:].any() and not eq[t.size + 1:].any()

@@ -13,6 +13,10 @@
   quarter of the machine's memory) and :data:`MAX_ENTRIES` results; the least recently used go
   first, and a dataset goes with everything derived from it. A result larger than the whole budget
   is returned but not kept.
+* **Guesses yield to requests.** Prefetches (a guess at the next request, started only while
+  nothing else runs) have their own single thread at the lowest CPU priority (Linux: nice 19,
+  inherited by the engine's worker threads it starts), so a request made while a guess runs gets
+  the cores; a request for the very result being guessed waits for it.
 * **Abandoned runs are kept.** Computations run on a small thread pool, not in the session's
   script thread; the session waits for them and shows their progress. When the session goes away
   (the browser closed or reloaded, the script stopped or rerun), the computation still finishes and
@@ -60,6 +64,20 @@ def _default_budget() -> int:
 BUDGET_BYTES = _default_budget()
 MAX_ENTRIES = 64
 WORKERS = 2  # computations at once; each uses every core through BLAS / faiss
+LOWEST_PRIORITY = 19  # the nice value of the prefetch thread (and the threads it starts)
+
+
+def lower_priority() -> bool:
+    """Give the calling thread (and the threads it starts afterwards) the lowest CPU priority.
+    Linux only, where the nice value is per thread; elsewhere it is per process and the whole
+    server would slow down, so nothing is changed. Returns whether it was lowered."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def nbytes(obj: object, _seen: set[int] | None = None) -> int:
@@ -111,6 +129,8 @@ class Store:
         self._items: OrderedDict[str, _Entry] = OrderedDict()
         self._running: dict[str, tuple[Future, _Progress]] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashboard-compute")
+        self._guesses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-prefetch",
+                                           initializer=lower_priority)
         self.computed = 0  # computations finished (with a result or an error), for tests and logs
 
     @property
@@ -173,22 +193,24 @@ class Store:
 
     def prefetch(self, key: str, fn: Callable[[_Progress], object], *, group: str) -> None:
         """Start ``fn`` in the background if nothing at all is running, and store its result like
-        any other: a guess at the next request, which never queues ahead of a request made."""
+        any other: a guess at the next request, which never queues ahead of a request made and
+        runs at the lowest CPU priority (a request made meanwhile gets the cores)."""
         with self._lock:
             if key in self._items or self._running:
                 return
-        self._start(key, fn, group, set())
+        self._start(key, fn, group, set(), pool=self._guesses)
 
-    def _start(self, key: str, fn: Callable[[_Progress], object], group: str,
-               similarities: set[str]) -> tuple[Future, _Progress] | tuple[None, object]:
-        """The computation of ``key`` in flight (started here if none is), or ``(None, value)``
-        when its result was stored since :meth:`result` looked."""
+    def _start(self, key: str, fn: Callable[[_Progress], object], group: str, similarities: set[str],
+               pool: ThreadPoolExecutor | None = None) -> tuple[Future, _Progress] | tuple[None, object]:
+        """The computation of ``key`` in flight (started here, on ``pool`` or the request pool, if
+        none is), or ``(None, value)`` when its result was stored since :meth:`result` looked."""
         with self._lock:
             if key in self._items:
                 return None, self._items[key].value
             if key not in self._running:
                 progress = _Progress()
-                self._running[key] = self._pool.submit(self._compute, key, fn, group, similarities, progress), progress
+                fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress)
+                self._running[key] = fut, progress
             return self._running[key]
 
 
@@ -335,12 +357,39 @@ def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, see
         alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")
 
 
-def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int):
+#: The Class count page's passes over C classes holding more items than this rank a stratified
+#: sample of SAMPLE_QUERIES of their queries against all of their items (unless the page is asked
+#: for every query): a pass then costs SAMPLE_QUERIES x items, not items squared.
+EXACT_ITEMS = 5_000
+SAMPLE_QUERIES = 1_000
+
+
+def subset_sample(ds: Dataset, n_classes: int, seed: int, exact: bool) -> int | None:
+    """The query sample of the pass over ``n_classes`` classes drawn with ``seed``: None (every
+    query) when ``exact`` or when those classes hold at most :data:`EXACT_ITEMS` items."""
+    from analysis_core.stats.class_sweep import sample_classes
+
+    if exact or ds.n_items <= EXACT_ITEMS:
+        return None
+    from analysis_core.engine.layout import gallery_positives
+
+    rows = sample_classes(ds.label_codes, n_classes, seed)
+    if rows.size <= EXACT_ITEMS:
+        return None
+    isq = isg = np.ones(rows.size, bool)
+    if ds.role is not None:
+        isq, isg = np.isin(ds.role[rows], ("query", "both")), np.isin(ds.role[rows], ("gallery", "both"))
+    queries = int(np.count_nonzero(isq & (gallery_positives(ds.label_codes[rows], isg) > 0)))
+    return SAMPLE_QUERIES if queries > SAMPLE_QUERIES else None
+
+
+def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, exact: bool = False):
     if n_classes >= np.unique(ds.label_codes).size:
         seed = 0  # every class drawn: the same items, the same pass, whatever the seed (tested)
-    return token.derived("subset", method, n_classes, seed), lambda p: evaluate(
+    sample = subset_sample(ds, n_classes, seed, exact)
+    return token.derived("subset", method, n_classes, seed, sample), lambda p: evaluate(
         ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
-        alpha=token.alpha, precision=token.precision)
+        alpha=token.alpha, precision=token.precision, query_sample=sample)
 
 
 def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: int, group_size: int, seed: int):
@@ -355,12 +404,12 @@ def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: 
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
-                      seed: int) -> Evaluation:
+                      seed: int, exact: bool = False) -> Evaluation:
     """``evaluate(ds, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
-    seed=seed)``, in two stored parts: the pass over the sampled classes (which the group size
-    does not change) and Grouped Recall@1 for the group size — so that moving the group size
-    slider does not repeat the pass."""
-    key, fn = _subset(token, ds, method, n_classes, seed)
+    seed=seed, query_sample=subset_sample(...))``, in two stored parts: the pass over the sampled
+    classes (which the group size does not change) and Grouped Recall@1 for the group size — so
+    that moving the group size slider does not repeat the pass."""
+    key, fn = _subset(token, ds, method, n_classes, seed, exact)
     ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
     gr = STORE.result(*_grouped(token, ds, ev, method, n_classes, group_size, seed), group=token.data,
                       label="Grouped Recall@1")
@@ -370,31 +419,35 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum
 
 
-def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int):
-    return token.derived("sweep", method, group_size, repeats), lambda p: class_count_sweep(
+def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False):
+    sample = None if exact else SAMPLE_QUERIES
+    return token.derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
         ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
-        similarity=token.similarity, progress=p)
+        similarity=token.similarity, query_sample=sample, exact_up_to=EXACT_ITEMS, progress=p)
 
 
-def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int) -> pd.DataFrame:
-    """The class-count sweep, with its progress. Repeat r draws the same classes whatever the
-    number of repeats, so fewer repeats than a stored sweep's are its first rows (no new run)."""
+def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False) -> pd.DataFrame:
+    """The class-count sweep, with its progress; runs over more than :data:`EXACT_ITEMS` items
+    rank :data:`SAMPLE_QUERIES` sampled queries unless ``exact``. Repeat r draws the same classes
+    whatever the number of repeats, so fewer repeats than a stored sweep's are its first rows (no
+    new run)."""
+    sample = None if exact else SAMPLE_QUERIES
     for more in range(SWEEP_MAX_REPEATS, repeats, -1):
-        e = STORE.entry(token.derived("sweep", method, group_size, more))
+        e = STORE.entry(token.derived("sweep", method, group_size, more, sample))
         if e is not None:
             return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
-    key, fn = _sweep(token, ds, method, group_size, repeats)
+    key, fn = _sweep(token, ds, method, group_size, repeats, exact)
     return STORE.result(key, fn, group=token.data, label="Sweeping class counts")
 
 
 def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
-                         seed: int, sweep_size: int, repeats: int) -> None:
+                         seed: int, sweep_size: int, repeats: int, exact: bool = False) -> None:
     """The Class count page's results for the other methods, one at a time in the background while
     the machine is otherwise idle, so that switching the method finds them stored: the sweeps
     first (the sliders above do not change them), then the pass over the sampled classes at the
     page's current settings and its Grouped Recall@1."""
-    todo = [_sweep(token, ds, m, sweep_size, repeats) for m in methods]
-    todo += [_subset(token, ds, m, n_classes, seed) for m in methods]
+    todo = [_sweep(token, ds, m, sweep_size, repeats, exact) for m in methods]
+    todo += [_subset(token, ds, m, n_classes, seed, exact) for m in methods]
     for m, (key, _) in zip(methods, todo[len(methods):], strict=True):
         e = STORE.entry(key)
         if e is not None:

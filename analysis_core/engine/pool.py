@@ -4,6 +4,7 @@ single-threaded call: see :mod:`.core`)."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -11,18 +12,53 @@ from collections.abc import Callable
 Progress = Callable[[int, int, str], None]
 
 _BLAS = None
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = 0  # passes inside single_threaded_blas() now (a server runs several at once)
+_BLAS_LIMIT = None
 
 
+@contextlib.contextmanager
 def single_threaded_blas():
-    """A context in which BLAS calls use one thread. The library scan behind it (threadpoolctl
-    walks every loaded shared object: ~8 ms) is done once per process, not once per pass: a
-    class-count sweep runs hundreds of small passes."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
+    """A context in which BLAS calls use one thread: a tile's bits depend on how many threads
+    BLAS splits it over (measured: OpenBLAS's 512 x 512 sgemm on 1 and on 2 threads differ).
 
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
+    OpenBLAS's thread count is process-wide. Passes running at the same time (a dashboard serving
+    several sessions, Grouped Recall's groups) share one limit: the first to enter sets it, the
+    last to leave restores BLAS's own setting, so no pass lifts it while another is computing
+    tiles. threadpoolctl lets only one "controlling" thread change OpenBLAS and silently ignores
+    the others; the thread that sets or restores the limit takes control for that moment.
+    The library scan behind the controller (~8 ms) is done once per process: a class-count
+    sweep runs hundreds of small passes."""
+    global _BLAS, _BLAS_USERS, _BLAS_LIMIT
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS = ThreadpoolController()
+        if _BLAS_USERS == 0:
+            _take_blas_control()
+            _BLAS_LIMIT = _BLAS.limit(limits=1, user_api="blas")
+        _BLAS_USERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS -= 1
+            if _BLAS_USERS == 0:
+                _take_blas_control()
+                _BLAS_LIMIT.restore_original_limits()
+                _take_blas_control()
+                _BLAS_LIMIT = None
+
+
+def _take_blas_control() -> None:
+    """Let the calling thread change OpenBLAS's thread count (threadpoolctl >= 3.6 ignores every
+    thread but the one that changed it last, until that one hands control back)."""
+    import threadpoolctl
+
+    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
 
 
 class Workers:

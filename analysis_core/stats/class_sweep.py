@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
+from ..engine.layout import gallery_positives
 from ..evaluation import fsum_mean
 from .grouped_recall import grouped_recall
 from .histograms import jensen_shannon
+from .sampling import QuerySample, stratified_mean, stratified_sample
 
 
 def sample_classes(codes: np.ndarray, n_classes: int, seed: int = 0) -> np.ndarray:
@@ -29,11 +31,24 @@ def default_class_counts(n_classes: int, lowest: int = 10, points: int = 8) -> l
     return sorted({int(round(c)) for c in np.geomspace(lo, n_classes, points)})
 
 
+def _query_seed(run_seed: int) -> int:
+    """The seed of a run's query sample: a stream of its own, apart from the class draw's."""
+    return int(np.random.SeedSequence([run_seed, 1]).generate_state(1)[0])
+
+
 def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | None = None, repeats: int = 3,
                       seed: int = 0, group_size: int = 10, similarity: str = "cosine",
-                      progress=None) -> pd.DataFrame:
+                      query_sample: int | None = None, exact_up_to: int = 0, progress=None) -> pd.DataFrame:
     """For each class count C (and repeat): the metrics on C sampled classes. Columns:
-    n_classes, repeat, n_items, recall_at_1, map_at_r, map, grouped_recall_at_1, jsd.
+    n_classes, repeat, n_items, n_queries, of_queries, recall_at_1, map_at_r, map,
+    grouped_recall_at_1 (with its interval), jsd.
+
+    ``query_sample``: a run whose C classes hold more than ``exact_up_to`` items and more queries
+    (with a positive) than ``query_sample`` ranks a stratified sample of that many of them
+    (:func:`~.sampling.stratified_sample`, seeded per run) against all of the C classes' items:
+    Recall@1, MAP@R and mAP are then the stratified estimates, the JSD that of the sampled
+    queries' pairs (``n_queries`` < ``of_queries``), and a run costs ``query_sample`` x its items
+    instead of its items squared. Grouped Recall@1 stays exact (each group is small).
     ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items."""
     codes = np.asarray(codes)
     n_all = np.unique(codes).size
@@ -45,14 +60,43 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
         if progress is not None:
             progress(done, total, f"{c} classes, repeat {r + 1}")
         done += c
-        idx = sample_classes(codes, c, seed=seed * 1_000_003 + 7919 * r + c)
-        res = run_pass(X[idx], codes[idx], similarity=similarity, ks=(1,), n_recall=2)
-        scored = res.values[:, 0] > 0
-        col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
-        gr = grouped_recall(X[idx], codes[idx], group_size=group_size, ks=(1,), similarity=similarity,
-                            seed=seed + r).table.iloc[0]
-        rows.append(dict(n_classes=c, repeat=r, n_items=idx.size, recall_at_1=fsum_mean(col["recall_at_1"]),
-                         map_at_r=fsum_mean(col["map_at_r"]), map=fsum_mean(col["ap"]), grouped_recall_at_1=gr["mean"],
-                         grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
-                         jsd=jensen_shannon(res.hist_pos, res.hist_neg)))
+        row, _ = sweep_run(X, codes, c, seed * 1_000_003 + 7919 * r + c, group_seed=seed + r, group_size=group_size,
+                           similarity=similarity, query_sample=query_sample, exact_up_to=exact_up_to)
+        rows.append({"n_classes": c, "repeat": r, **row})
     return pd.DataFrame(rows)
+
+
+def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *, group_seed: int,
+              group_size: int = 10, similarity: str = "cosine", query_sample: int | None = None,
+              exact_up_to: int = 0) -> tuple[dict, QuerySample | None]:
+    """One point of the sweep: ``n_classes`` classes drawn with ``run_seed``, their metrics (see
+    :func:`class_count_sweep`), and the query sample ranked (None: every query; its positions
+    are in the drawn items, in input order)."""
+    idx = sample_classes(codes, n_classes, seed=run_seed)
+    sub = codes[idx]
+    frame = np.nonzero(gallery_positives(sub, np.ones(sub.size, bool)) > 0)[0]
+    qs = stratified_sample(sub, frame, query_sample, _query_seed(run_seed)) \
+        if query_sample is not None and 2 <= query_sample < frame.size and idx.size > exact_up_to else None
+    is_query = None
+    if qs is not None:
+        is_query = np.zeros(sub.size, bool)
+        is_query[qs.chosen] = True
+    res = run_pass(X[idx], sub, is_query=is_query, similarity=similarity, ks=(1,), n_recall=2)
+    scored = res.values[:, 0] > 0
+    col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
+    if qs is None:
+        def mean(name: str) -> float:
+            return fsum_mean(col[name])
+    else:
+        stratum = np.full(sub.size, -1, np.int64)
+        stratum[qs.frame] = qs.stratum_of
+        strata = stratum[res.query_items[scored]]
+
+        def mean(name: str) -> float:
+            return stratified_mean(col[name], strata, qs)
+    gr = grouped_recall(X[idx], sub, group_size=group_size, ks=(1,), similarity=similarity,
+                        seed=group_seed).table.iloc[0]
+    return dict(n_items=idx.size, n_queries=int(scored.sum()), of_queries=frame.size,
+                recall_at_1=mean("recall_at_1"), map_at_r=mean("map_at_r"), map=mean("ap"),
+                grouped_recall_at_1=gr["mean"], grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],
+                jsd=jensen_shannon(res.hist_pos, res.hist_neg)), qs

@@ -13,6 +13,8 @@ counted. Recall@K within a group comes from the same tie-aware engine as everyth
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,22 +85,31 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     ks = tuple(sorted({int(k) for k in ks}))
     reuse = loo_pass is not None and loo_pass.query_items.size == codes.size and all(
         f"recall_at_{k}" in loo_pass.columns for k in ks)
+    jobs = [(r, g, np.nonzero(np.isin(codes, members))[0])
+            for r, groups in _partitions(classes, group_size, seed, repeats) for g, members in enumerate(groups)]
+
+    def one(idx: np.ndarray) -> PassResult:
+        if reuse and idx.size == codes.size:
+            return loo_pass
+        return run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1,
+                        hit_rates_only=True)
+
+    # the groups' passes, one thread each, on every core (a pass's values do not depend on it)
+    n_threads = min(len(jobs), os.cpu_count() or 1)
+    if n_threads > 1:
+        with ThreadPoolExecutor(n_threads, thread_name_prefix="grouped-recall") as pool:
+            passes = list(pool.map(one, [idx for _, _, idx in jobs]))
+    else:
+        passes = [one(idx) for _, _, idx in jobs]
     rows = []
-    for r, groups in _partitions(classes, group_size, seed, repeats):
-        for g, members in enumerate(groups):
-            idx = np.nonzero(np.isin(codes, members))[0]
-            if reuse and idx.size == codes.size:
-                res = loo_pass
-            else:
-                res = run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1,
-                               hit_rates_only=True)
-            scored = res.values[:, 0] > 0
-            sizes = np.unique(codes[idx], return_counts=True)[1]
-            for k in ks:
-                col = res.columns.index(f"recall_at_{k}")
-                v = res.values[scored, col]
-                rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
-                                 n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
+    for (r, g, idx), res in zip(jobs, passes, strict=True):
+        scored = res.values[:, 0] > 0
+        sizes = np.unique(codes[idx], return_counts=True)[1]
+        for k in ks:
+            col = res.columns.index(f"recall_at_{k}")
+            v = res.values[scored, col]
+            rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
+                             n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
     per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
     scored = per_group[per_group["recall"].notna()]
     k_of = scored["k"].to_numpy()

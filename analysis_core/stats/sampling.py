@@ -120,7 +120,9 @@ def stratified_sample(labels: np.ndarray, frame: np.ndarray, n: int, seed: int =
                        n_classes=int(classes.size), seed=seed)
 
 
-def _stratified_mean(y: np.ndarray, strata: np.ndarray, sample: QuerySample) -> float:
+def stratified_mean(y: np.ndarray, strata: np.ndarray, sample: QuerySample) -> float:
+    """The stratified estimate ``sum_h W_h ybar_h`` of the frame mean from the sampled values
+    ``y`` (``strata``: their strata), each stratum's mean summed exactly."""
     W = sample.N_h / sample.N
     est = 0.0
     for h in range(sample.N_h.size):
@@ -162,7 +164,7 @@ def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, a
     interval collapses to a point), the Korn-Graubard interval (Korn & Graubard 1998):
     Clopper-Pearson with the effective sample size ``min(n, p(1-p)/v)``, adjusted for the df."""
     y = np.asarray(values, np.float64)
-    p = _stratified_mean(y, strata, sample)
+    p = stratified_mean(y, strata, sample)
     var, df = _satterthwaite(y, strata, sample)
     if hit_rate or y.size * min(p, 1 - p) < 10:
         return {**_korn_graubard(p, var, df, y.size, alpha), "interval": "korn-graubard"}
@@ -191,11 +193,11 @@ def ratio_interval(y: np.ndarray, x: np.ndarray, strata: np.ndarray, sample: Que
     scores / positive pairs) from the sample: combined ratio estimator, linearized variance."""
     y = np.asarray(y, np.float64)
     x = np.asarray(x, np.float64)
-    xbar = _stratified_mean(x, strata, sample)
+    xbar = stratified_mean(x, strata, sample)
     if xbar == 0:
         return {"estimate": float("nan"), "low": float("nan"), "high": float("nan"), "se": float("nan"),
                 "df": float("nan"), "confidence": 1 - alpha, "interval": "ratio, linearized"}
-    r = _stratified_mean(y, strata, sample) / xbar
+    r = stratified_mean(y, strata, sample) / xbar
     var, df = _satterthwaite((y - r * x) / xbar, strata, sample)
     return {**_t_interval(r, var, df, alpha), "interval": "ratio, linearized"}
 

@@ -16,15 +16,20 @@ def sweep_size(n_classes: int) -> int:
 
 
 @st.fragment
-def class_sweep(key, ds, method: str) -> None:
+def class_sweep(key, ds, method: str, exact: bool) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats
     reruns this section only."""
     n_all = ds.n_classes
     repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
     sweep_s = sweep_size(n_all)
+    sw = cache.sweep(key, ds, method, sweep_s, repeats, exact)
+    sampled = sw["n_queries"] < sw["of_queries"]
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
-               "whiskers span the repeats.")
-    sw = cache.sweep(key, ds, method, sweep_s, repeats)
+               "whiskers span the repeats." + (
+                   f" Class counts {', '.join(str(c) for c in sorted(set(sw.loc[sampled, 'n_classes'])))}: over "
+                   f"{cache.EXACT_ITEMS:,} items, so each repeat ranks a stratified sample of "
+                   f"{cache.SAMPLE_QUERIES:,} of its queries (Recall@1, MAP@R, mAP estimated; JSD of their pairs; "
+                   "grouped Recall@1 exact)." if sampled.any() else ""))
     title = f"Metrics against the number of classes ({components.plot_text(method)})"
     components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
     st.dataframe(sw.groupby("n_classes")[list(SWEEP_METRICS)]
@@ -44,15 +49,26 @@ if got is not None:
     group_size = components.int_slider("Group size S", 2, min(n_classes, 100), 10, where=c2, key="cc-group",
                                        help="classes per group for Grouped Recall@K")
     seed = c3.number_input("Seed", 0, 10_000, 0)
-    sub = cache.subset_evaluation(key, ds, method, n_classes, group_size, seed)
+    exact = ds.n_items > cache.EXACT_ITEMS and st.toggle(
+        "Every query (exact, slower)", False, key="cc-exact",
+        help=f"C classes holding more than {cache.EXACT_ITEMS:,} items are evaluated on a stratified sample of "
+             f"{cache.SAMPLE_QUERIES:,} of their queries (against all of their items), with intervals; on: every "
+             "query, the exact values, a pass over all of their items")
+    sub = cache.subset_evaluation(key, ds, method, n_classes, group_size, seed, exact)
     s = sub.summary()
     m = s["methods"][method]
     g = m["grouped_recall_at_k"]
     k1 = g["k"]["1"]
+    iv = m.get("intervals", {})
+
+    def interval(name: str) -> str | None:
+        return f"{100 * (1 - alpha()):g}% interval [{iv[name]['low']:.4f}, {iv[name]['high']:.4f}]" \
+            if name in iv else None
+
     cols = st.columns(5)
     cols[0].metric("Items", f"{s['dataset']['n_items']:,}")
-    cols[1].metric("Recall@1", f"{m['recall_at_k']['1']:.4f}")
-    cols[2].metric("MAP@R", f"{m['map_at_r']:.4f}")
+    cols[1].metric("Recall@1", f"{m['recall_at_k']['1']:.4f}", help=interval("recall_at_1"))
+    cols[2].metric("MAP@R", f"{m['map_at_r']:.4f}", help=interval("map_at_r"))
     cols[3].metric(f"Grouped R@1 (S = {group_size})", f"{k1['mean']:.4f}" if k1["mean"] is not None else "–",
                    help=f"{100 * (1 - alpha()):g}% interval over {g['n_groups']} groups")
     cols[4].metric("JSD", f"{m['jsd']:.4f}")
@@ -60,7 +76,13 @@ if got is not None:
     st.caption(f"Grouped Recall@1 interval: [{lo:.4f}, {hi:.4f}] over {g['n_groups']} groups; "
                f"{g['n_dropped_classes']} left-over classes dropped." if lo is not None and lo == lo
                else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
+    if "query_sample" in s["dataset"]:
+        qs = s["dataset"]["query_sample"]
+        st.caption(f"Recall@1, MAP@R and JSD estimated from a stratified sample of {qs['n']:,} of the {qs['of']:,} "
+                   f"queries (seed {qs['seed']}) ranked against all {s['dataset']['n_items']:,} items: Recall@1 "
+                   f"{interval('recall_at_1')}, MAP@R {interval('map_at_r')}, JSD {interval('jsd')}. "
+                   "Grouped Recall@1 is exact. Turn on “Every query” for the exact values.")
     st.subheader("Sweep over the number of classes")
-    class_sweep(key, ds, method)
+    class_sweep(key, ds, method, exact)
     cache.prefetch_class_count(key, ds, [m for m in ev.methods if m != method], n_classes, group_size, seed,
-                               sweep_size(n_all), st.session_state.get("cc-repeats", 3))
+                               sweep_size(n_all), st.session_state.get("cc-repeats", 3), exact)

@@ -189,3 +189,39 @@ def test_moving_the_recall_points_slider_recomputes_bands_not_the_evaluation():
     ref = pr_bands(evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), n_recall=5), classes=["all"])
     assert len(shown) == 1
     pd.testing.assert_frame_equal(shown[0].reset_index(drop=True), ref)
+
+
+def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exact_values_when_asked(tmp_path):
+    """Over cache.EXACT_ITEMS items the C-class pass ranks a stratified sample of
+    cache.SAMPLE_QUERIES queries: the page's numbers are the core's evaluate with that query
+    sample, the caption gives the sample and the intervals, the sweep's sampled points are named;
+    "Every query" gives the exact evaluation."""
+    from dashboard import cache
+
+    rng = np.random.default_rng(5)
+    n, n_classes = cache.EXACT_ITEMS + 1500, 60
+    y = rng.integers(0, n_classes, n)
+    X = (rng.standard_normal((n_classes, 8))[y] + 1.2 * rng.standard_normal((n, 8))).astype(np.float32)
+    buf = io.BytesIO()
+    np.savez(buf, embeddings_m=X, labels=np.array([f"c{c}" for c in y]))
+    (tmp_path / "big.npz").write_bytes(buf.getvalue())
+    ds = load_files([tmp_path / "big.npz"])
+    at = AppTest.from_file(APP, default_timeout=600).run()
+    at.radio(key="data_source").set_value("upload").run()
+    at.file_uploader(key="uploaded_files").set_value(("big.npz", buf.getvalue(), "application/octet-stream")).run()
+    at.switch_page("views/class_count.py").run()
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    ref = evaluate(ds, ks=(1,), max_classes=n_classes, seed=0, query_sample=cache.SAMPLE_QUERIES).summary()
+    m = ref["methods"]["m"]
+    assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
+    text = " ".join(c.value for c in at.caption)
+    assert f"sample of {cache.SAMPLE_QUERIES:,} of the {ds.n_items:,} queries" in text
+    assert f"[{m['intervals']['recall_at_1']['low']:.4f}, {m['intervals']['recall_at_1']['high']:.4f}]" in text
+    assert "each repeat ranks a stratified sample" in text  # the sweep's points over EXACT_ITEMS items
+    at.toggle(key="cc-exact").set_value(True).run()
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    m = evaluate(ds, ks=(1,), max_classes=n_classes, seed=0).summary()["methods"]["m"]
+    assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
+    assert "queries (seed" not in " ".join(c.value for c in at.caption)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -206,6 +208,30 @@ def test_a_prefetch_runs_only_on_an_idle_store_and_is_stored_like_a_result():
     while s._running:
         time.sleep(0.01)
     assert s.result("guess", lambda p: 0, group="g", label="x") == 42
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_a_prefetch_runs_at_the_lowest_priority_with_the_threads_it_starts_and_a_request_does_not():
+    """A guess yields the cores to a request made meanwhile: its thread, and the engine's worker
+    threads it starts, run at nice 19; a request's thread keeps the server's priority."""
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def nice_here_and_in_a_started_thread(progress) -> tuple[int, int]:
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(nice()))
+        t.start()
+        t.join()
+        return nice(), seen[0]
+
+    s = cache.Store(budget=10 * MB, max_entries=10)
+    base = nice()
+    s.prefetch("guess", nice_here_and_in_a_started_thread, group="g")
+    while s._running:
+        time.sleep(0.01)
+    assert s.result("guess", lambda p: None, group="g", label="x") == (cache.LOWEST_PRIORITY,) * 2
+    assert s.result("asked", nice_here_and_in_a_started_thread, group="g", label="x") == (base, base)
+    assert nice() == base  # the server's own thread is untouched
 
 
 def test_the_class_count_page_has_the_other_methods_ready_when_the_method_changes():

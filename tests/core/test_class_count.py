@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
 from analysis_core import Dataset, evaluate, load_files
 from analysis_core.engine.core import run_pass
-from analysis_core.stats.class_sweep import class_count_sweep
+from analysis_core.stats.class_sweep import class_count_sweep, sample_classes, sweep_run
 from analysis_core.stats.error_reject import error_reject_curve
 from analysis_core.stats.grouped_recall import grouped_recall
 from analysis_core.stats.histograms import histogram_table, jensen_shannon
@@ -198,3 +200,52 @@ def test_grouped_recall_and_erc_results_have_summary_frames_that_agree_with_thei
     e = error_reject_curve(conf, ap, (ap > 0.5).astype(float), error="ap")
     row = e.summary_frame().iloc[0]
     assert row["auc"] == e.auc and row["spearman"] == e.spearman and row["error"] == "ap"
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**31), n_classes=st.integers(3, 30), share=st.sampled_from([0.05, 0.3, 0.9]))
+def test_a_sampled_sweep_point_is_the_stratified_estimate_of_brute_force_metrics_of_its_sampled_queries(
+        seed, n_classes, share):
+    """A sweep point over more items than ``exact_up_to`` ranks ``query_sample`` queries against
+    every item of its C classes: its Recall@1, MAP@R and mAP are sum_h W_h ybar_h of the sampled
+    queries' own metrics (brute force over the full score matrix of the C classes, strata from
+    the design, W_h = N_h / N), and the sample is stratified by class."""
+    rng = np.random.default_rng(seed)
+    per_class = int(rng.integers(2, 40))
+    X, y = _clusters(rng, 30, per_class, dim=8, noise=1.4)
+    n_sample = max(2, int(share * n_classes * per_class))
+    row, qs = sweep_run(X, y, n_classes, seed, group_seed=0, group_size=3, query_sample=n_sample, exact_up_to=0)
+    idx = sample_classes(y, n_classes, seed)
+    sub = y[idx]
+    if n_sample >= idx.size:  # 2 items a class, 3 classes: nothing to sample
+        assert qs is None and row["n_queries"] == row["of_queries"] == idx.size
+        return
+    assert qs is not None and row["n_queries"] == n_sample and row["of_queries"] == idx.size
+    S = score_matrix(X[idx], "cosine")
+    per = []
+    for q in qs.chosen:
+        others = np.arange(idx.size) != q
+        order = np.argsort(-S[q, others], kind="stable")
+        m = ranking_metrics((sub[others] == sub[q])[order], ks=(1,))
+        per.append(dict(stratum=qs.stratum_of[np.searchsorted(qs.frame, q)], **m))
+    per = pd.DataFrame(per)
+    W = qs.N_h / qs.N
+    for ours, theirs in (("recall_at_1", "recall_at_1"), ("map_at_r", "map_at_r"), ("map", "ap")):
+        want = float((per.groupby("stratum")[theirs].mean().sort_index().to_numpy() * W).sum())
+        assert row[ours] == pytest.approx(want, abs=1e-9), ours
+    if qs.strata_are_classes:  # equal classes: proportional allocation, up to the rounding
+        counts = np.bincount(sub[qs.chosen], minlength=y.max() + 1)[np.unique(sub)]
+        assert counts.max() - counts.min() <= 1
+
+
+def test_a_sweep_with_every_query_sampled_or_under_the_exact_size_is_the_exact_sweep():
+    X, y = _clusters(np.random.default_rng(3), 40, 12, dim=8, noise=1.2)
+    exact = class_count_sweep(X, y, counts=[5, 20, 40], repeats=2, group_size=5)
+    for kw in ({"query_sample": 10_000}, {"query_sample": 50, "exact_up_to": 480}):
+        pd.testing.assert_frame_equal(class_count_sweep(X, y, counts=[5, 20, 40], repeats=2, group_size=5, **kw),
+                                      exact, check_exact=True)
+    sampled = class_count_sweep(X, y, counts=[5, 20, 40], repeats=2, group_size=5, query_sample=50, exact_up_to=100)
+    assert (sampled["n_queries"] == np.where(sampled["n_items"] > 100, 50, sampled["n_items"])).all()
+    pd.testing.assert_frame_equal(sampled[sampled["n_items"] <= 100], exact[exact["n_items"] <= 100], check_exact=True)
+    pd.testing.assert_series_equal(sampled["grouped_recall_at_1"], exact["grouped_recall_at_1"], check_exact=True)
+

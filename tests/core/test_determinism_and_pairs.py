@@ -134,3 +134,25 @@ def test_chunked_evaluation_with_roles_is_bit_identical():
     np.testing.assert_array_equal(chunked.hist_pos, whole.hist_pos)
     np.testing.assert_array_equal(chunked.hist_neg, whole.hist_neg)
     assert (chunked.sum_pos, chunked.sum_neg) == (whole.sum_pos, whole.sum_neg)
+
+
+def test_passes_running_at_once_in_several_threads_give_the_bits_of_a_pass_alone():
+    """A dashboard runs several passes at once (sessions, prefetches) and Grouped Recall runs its
+    groups' passes in threads: BLAS must stay single-threaded until the last of them ends (a tile
+    on two BLAS threads has other bits), whichever thread started or ends first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    y = rng.integers(0, 30, 3000)
+    X = (rng.standard_normal((30, 48))[y] + 1.5 * rng.standard_normal((3000, 48))).astype(np.float32)
+    alone = run_pass(X, y)
+    small_alone = run_pass(X[:300], y[:300])
+    with ThreadPoolExecutor(3) as pool:
+        big = pool.submit(run_pass, X, y)
+        smalls = [pool.submit(run_pass, X[:300], y[:300]) for _ in range(12)]  # start and end meanwhile
+        got = big.result()
+        for f in smalls:
+            assert f.result().values.tobytes() == small_alone.values.tobytes()
+    assert got.values.tobytes() == alone.values.tobytes()
+    assert (got.sum_pos, got.sum_neg) == (alone.sum_pos, alone.sum_neg)
+    np.testing.assert_array_equal(got.hist_pos, alone.hist_pos)

@@ -16,7 +16,8 @@
 * **Guesses yield to requests.** Prefetches (a guess at the next request, started only while
   nothing else runs) have their own single thread at the lowest CPU priority (Linux: nice 19,
   inherited by the engine's worker threads it starts), so a request made while a guess runs gets
-  the cores; a request for the very result being guessed waits for it.
+  the cores; a request for the very result being guessed waits for it. A newer guess replaces a
+  running one nobody has asked for (at its next progress report): guesses follow the page in view.
 * **Abandoned runs are kept.** Computations run on a small thread pool, not in the session's
   script thread; the session waits for them and shows their progress. When the session goes away
   (the browser closed or reloaded, the script stopped or rerun), the computation still finishes and
@@ -101,14 +102,26 @@ def nbytes(obj: object, _seen: set[int] | None = None) -> int:
     return sys.getsizeof(obj)
 
 
-class _Progress:
-    """What a running computation last reported, read by the sessions waiting for it."""
+class _Superseded(Exception):
+    """Raised inside a guess nobody asked for when a newer guess replaces it."""
 
-    def __init__(self) -> None:
+
+_GAVE_UP = object()  # what a superseded guess's future returns
+
+
+class _Progress:
+    """What a running computation last reported, read by the sessions waiting for it. A guess
+    (``guess``) that is ``superseded`` before anyone asks for it stops at its next report."""
+
+    def __init__(self, guess: bool = False) -> None:
         self.fraction = 0.0
         self.stage = ""
+        self.guess = guess
+        self.superseded = False
 
     def __call__(self, done: int, total: int, stage: str) -> None:
+        if self.superseded:
+            raise _Superseded
         self.fraction, self.stage = min(done / max(total, 1), 1.0), stage
 
 
@@ -172,14 +185,18 @@ class Store:
 
     def _compute(self, key: str, fn: Callable[[_Progress], object], group: str, similarities: set[str],
                  progress: _Progress) -> object:
+        done = True
         try:
             value = fn(progress)
             self._put(key, value, group, similarities)
             return value
+        except _Superseded:
+            done = False
+            return _GAVE_UP
         finally:
             with self._lock:
                 self._running.pop(key, None)
-                self.computed += 1
+                self.computed += done
 
     def result(self, key: str, fn: Callable[[_Progress], object], *, group: str, label: str,
                similarities: set[str] | None = None) -> object:
@@ -189,15 +206,24 @@ class Store:
         if e is not None:
             return e.value
         # no local holds the future: a failure's traceback includes this frame (see _wait)
-        return _wait(*self._start(key, fn, group, similarities or set()), label)
+        value = _wait(*self._start(key, fn, group, similarities or set()), label)
+        while value is _GAVE_UP:  # a guess superseded just before this request reached it: run it
+            value = _wait(*self._start(key, fn, group, similarities or set()), label)
+        return value
 
     def prefetch(self, key: str, fn: Callable[[_Progress], object], *, group: str) -> None:
-        """Start ``fn`` in the background if nothing at all is running, and store its result like
+        """Start ``fn`` in the background when no request is running, and store its result like
         any other: a guess at the next request, which never queues ahead of a request made and
-        runs at the lowest CPU priority (a request made meanwhile gets the cores)."""
+        runs at the lowest CPU priority (a request made meanwhile gets the cores). A newer guess
+        replaces a running one that nobody has asked for yet (it stops at its next progress
+        report): the guesses follow the page being looked at."""
         with self._lock:
-            if key in self._items or self._running:
+            if key in self._items or key in self._running:
                 return
+            if any(not p.guess for _, p in self._running.values()):
+                return
+            for _, p in self._running.values():
+                p.superseded = True
         self._start(key, fn, group, set(), pool=self._guesses)
 
     def _start(self, key: str, fn: Callable[[_Progress], object], group: str, similarities: set[str],
@@ -208,9 +234,11 @@ class Store:
             if key in self._items:
                 return None, self._items[key].value
             if key not in self._running:
-                progress = _Progress()
+                progress = _Progress(guess=pool is self._guesses)
                 fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress)
                 self._running[key] = fut, progress
+            elif pool is None:  # a request for a running guess: it is now a request, never superseded
+                self._running[key][1].guess = self._running[key][1].superseded = False
             return self._running[key]
 
 
@@ -389,7 +417,7 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
     sample = subset_sample(ds, n_classes, seed, exact)
     return token.derived("subset", method, n_classes, seed, sample), lambda p: evaluate(
         ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
-        alpha=token.alpha, precision=token.precision, query_sample=sample)
+        alpha=token.alpha, precision=token.precision, query_sample=sample, progress=p)
 
 
 def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: int, group_size: int, seed: int):

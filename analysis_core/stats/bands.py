@@ -12,6 +12,8 @@ with probability about 1 - alpha.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -39,19 +41,18 @@ def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boo
         if n < 2:
             half = np.full(recall.size, np.nan)
         else:
+            from .resampling import draw_counts
+
             rng = np.random.default_rng(seed)
             safe = np.where(se > 0, se, np.inf)
             worst = np.empty(n_boot)
             # resamples in chunks of ~2**22 draws; each resample's mean is its draw counts times the
             # curves (one matrix product per chunk instead of gathering n rows per resample)
             step = max(1, min(n_boot, 2**22 // n))
+            buf = np.empty(step * n)
             for b in range(0, n_boot, step):
                 m = min(step, n_boot - b)
-                draws = rng.integers(0, n, (m, n))
-                counts = np.empty((m, n))
-                for i in range(m):
-                    counts[i] = np.bincount(draws[i], minlength=n)
-                means = counts @ curves / n
+                means = draw_counts(rng.integers(0, n, (m, n)), n, buf) @ curves / n
                 worst[b:b + m] = np.max(np.abs(means - mean) / safe, axis=1)
             half = np.quantile(worst, 1 - alpha) * se
     else:
@@ -79,16 +80,26 @@ def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_
     query together; default: all, and every class with ``by_class``). ``n_recall``: on that
     coarser recall grid (see :func:`sub_grid`)."""
     ds = ev.dataset
-    frames = []
-    for m in ev.methods:
+
+    def of_method(m: str) -> list[pd.DataFrame]:
         rows, recall, curves = ev.pr_curves(m)
         if n_recall is not None:
             cols = sub_grid(recall, n_recall)
             recall, curves = recall[cols], np.ascontiguousarray(curves[:, cols])  # the same sums as a coarse run
         labels = ds.labels[rows].astype(str)
         names = ([ALL] + (sorted(set(labels.tolist())) if by_class else [])) if classes is None else classes
-        for cls in names:
-            # one frame with its name columns (inserting text columns into a frame cost more than the band)
-            frames.append(pd.DataFrame({"method": m, "class": cls, **_band(
-                curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)}))
-    return pd.concat(frames, ignore_index=True)
+        # one frame with its name columns (inserting text columns into a frame cost more than the band)
+        return [pd.DataFrame({"method": m, "class": cls, **_band(
+            curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)})
+            for cls in names]
+
+    if kind == "bootstrap" and len(ev.methods) > 1:
+        # each method's resamples on its own core (the draws, counts and products release the GIL;
+        # every band has its own seeded generator, so the numbers do not depend on it)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(len(ev.methods), os.cpu_count() or 1)) as pool:
+            per_method = list(pool.map(of_method, ev.methods))
+    else:
+        per_method = [of_method(m) for m in ev.methods]
+    return pd.concat([f for frames in per_method for f in frames], ignore_index=True)

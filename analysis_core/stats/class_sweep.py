@@ -7,6 +7,8 @@ Deep Metric Learning").
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
@@ -55,14 +57,25 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     counts = counts or default_class_counts(n_all, lowest=max(2, group_size))
     runs = [(c, r) for c in counts for r in range(repeats if c < n_all else 1)]
     total, done = sum(c for c, _ in runs), 0  # the cost grows with the classes sampled
-    rows = []
-    for c, r in runs:
-        if progress is not None:
-            progress(done, total, f"{c} classes, repeat {r + 1}")
-        done += c
+    def one(cr: tuple[int, int]) -> dict:
+        c, r = cr
         row, _ = sweep_run(X, codes, c, seed * 1_000_003 + 7919 * r + c, group_seed=seed + r, group_size=group_size,
                            similarity=similarity, query_sample=query_sample, exact_up_to=exact_up_to)
-        rows.append({"n_classes": c, "repeat": r, **row})
+        return {"n_classes": c, "repeat": r, **row}
+
+    # two runs at a time: each has a serial part (layout, sampling, summaries) the other overlaps;
+    # a run's values do not depend on it. Progress is reported from this thread, in run order.
+    pool = ThreadPoolExecutor(2, thread_name_prefix="class-sweep")
+    try:
+        futures = [pool.submit(one, cr) for cr in runs]
+        rows = []
+        for (c, r), fut in zip(runs, futures, strict=True):
+            if progress is not None:
+                progress(done, total, f"{c} classes, repeat {r + 1}")
+            done += c
+            rows.append(fut.result())
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a stopped sweep (progress raised) runs no more
     return pd.DataFrame(rows)
 
 

@@ -210,6 +210,50 @@ def test_a_prefetch_runs_only_on_an_idle_store_and_is_stored_like_a_result():
     assert s.result("guess", lambda p: 0, group="g", label="x") == 42
 
 
+def _reporting_until(gate: threading.Event, value: object):
+    """A computation that reports progress until ``gate`` is set, then returns ``value``."""
+    def fn(progress):
+        while not gate.wait(0.01):
+            progress(0, 1, "waiting")
+        return value
+
+    return fn
+
+
+def test_a_newer_guess_replaces_a_running_one_nobody_asked_for_but_not_one_a_request_waits_for():
+    s = cache.Store(budget=10 * MB, max_entries=10)
+    gate = threading.Event()
+    s.prefetch("old guess", _reporting_until(gate, "old"), group="g")
+    while "old guess" not in s._running:
+        time.sleep(0.01)
+    s.prefetch("new guess", lambda p: "new", group="g")  # the page changed: the old guess stops
+    while s._running:
+        time.sleep(0.01)
+    assert "old guess" not in s and s.result("new guess", lambda p: None, group="g", label="x") == "new"
+
+    s.prefetch("asked", _reporting_until(gate, "asked"), group="g")
+    got: list = []
+    asking = threading.Thread(target=lambda: got.append(s.result("asked", lambda p: "again", group="g", label="x")))
+    asking.start()
+    while s._running["asked"][1].guess:  # the request reached the running guess
+        time.sleep(0.01)
+    s.prefetch("other guess", lambda p: "other", group="g")  # a request runs: no guess, none stopped
+    gate.set()
+    asking.join()
+    assert got == ["asked"] and "other guess" not in s and "asked" in s
+
+
+def test_a_request_reaching_a_guess_that_already_gave_up_computes_it():
+    s = cache.Store(budget=10 * MB, max_entries=10)
+    gate = threading.Event()
+    fn = _reporting_until(gate, "value")
+    fut, progress = s._start("k", fn, "g", set(), pool=s._guesses)
+    progress.superseded = True  # replaced by a newer guess; it stops at its next report
+    assert fut.result(timeout=10) is cache._GAVE_UP and "k" not in s
+    gate.set()
+    assert s.result("k", fn, group="g", label="x") == "value"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 def test_a_prefetch_runs_at_the_lowest_priority_with_the_threads_it_starts_and_a_request_does_not():
     """A guess yields the cores to a request made meanwhile: its thread, and the engine's worker

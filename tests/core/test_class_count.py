@@ -232,7 +232,9 @@ def test_a_sampled_sweep_point_is_the_stratified_estimate_of_brute_force_metrics
     W = qs.N_h / qs.N
     for ours, theirs in (("recall_at_1", "recall_at_1"), ("map_at_r", "map_at_r"), ("map", "ap")):
         want = float((per.groupby("stratum")[theirs].mean().sort_index().to_numpy() * W).sum())
-        assert row[ours] == pytest.approx(want, abs=1e-9), ours
+        # 1e-6: the oracle ranks float64 scores, the engine float32 ones (a rare near-tie moves AP
+        # by ~1e-7); a plain mean instead of the stratified one is off by ~1e-3
+        assert row[ours] == pytest.approx(want, abs=1e-6), ours
     if qs.strata_are_classes:  # equal classes: proportional allocation, up to the rounding
         counts = np.bincount(sub[qs.chosen], minlength=y.max() + 1)[np.unique(sub)]
         assert counts.max() - counts.min() <= 1

@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from analysis_core import Dataset, evaluate
@@ -75,6 +77,51 @@ def test_the_bootstrap_band_equals_resampling_rows_one_at_a_time():
     se = curves.std(axis=0, ddof=1) / np.sqrt(57)
     worst = [np.max(np.abs(curves[draws.integers(0, 57, (1, 57))][0].mean(axis=0) - mean) / se) for _ in range(300)]
     np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-10)
+
+
+def test_the_bootstrap_band_over_several_chunks_of_resamples_equals_resampling_rows_one_at_a_time():
+    """Many queries: the resamples come in chunks (2**22 draws each) sharing one count buffer,
+    the last chunk shorter; the same band as resampling the rows, and per-method threads in
+    pr_bands give each method's band alone."""
+    n, reps = 20_000, 450  # chunks of 209, 209, 32
+    rng = np.random.default_rng(4)
+    curves, recall = rng.random((n, 3)), np.linspace(0, 1, 3)
+    got = band(curves, recall, kind="bootstrap", n_boot=reps, seed=2)
+    draws, mean = np.random.default_rng(2), curves.mean(axis=0)
+    se = curves.std(axis=0, ddof=1) / np.sqrt(n)
+    worst = [np.max(np.abs(curves[draws.integers(0, n, (1, n))][0].mean(axis=0) - mean) / se) for _ in range(reps)]
+    np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-10)
+
+
+def test_bootstrap_bands_of_several_methods_computed_at_once_are_each_methods_band_alone():
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 5, 300)
+    ds = Dataset(labels=y, embeddings={m: (rng.standard_normal((5, 6))[y] + s * rng.standard_normal((300, 6)))
+                                       .astype(np.float32) for m, s in (("a", 0.5), ("b", 1.0), ("c", 2.0))})
+    ev = evaluate(ds)
+    got = pr_bands(ev, kind="bootstrap", n_boot=300, seed=5)
+    for m in ev.methods:
+        rows, recall, curves = ev.pr_curves(m)
+        labels = ds.labels[rows].astype(str)
+        for cls in ["all", "2"]:
+            want = band(curves if cls == "all" else curves[labels == cls], recall, kind="bootstrap", n_boot=300, seed=5)
+            mine = got[(got["method"] == m) & (got["class"] == cls)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(mine[list(want.columns)], want, check_exact=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(0, 6), n=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_draw_counts_are_bincounts_of_each_row_and_refuse_draws_outside_the_rows(m, n, seed):
+    from analysis_core.stats.resampling import draw_counts
+
+    draws = np.random.default_rng(seed).integers(0, n, (m, 3 * n))
+    want = np.array([np.bincount(r, minlength=n) for r in draws], np.float64).reshape(m, n)
+    np.testing.assert_array_equal(draw_counts(draws, n), want)
+    np.testing.assert_array_equal(draw_counts(draws, n, np.full(m * n + 5, 7.0)), want)  # a used buffer
+    if m:
+        draws[m - 1, 0] = n
+        with pytest.raises(ValueError):
+            draw_counts(draws, n)
 
 
 def test_pr_band_equals_direct_computation_from_sorted_rankings():

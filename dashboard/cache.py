@@ -415,9 +415,14 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
     if n_classes >= np.unique(ds.label_codes).size:
         seed = 0  # every class drawn: the same items, the same pass, whatever the seed (tested)
     sample = subset_sample(ds, n_classes, seed, exact)
-    return token.derived("subset", method, n_classes, seed, sample), lambda p: evaluate(
-        ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
-        alpha=token.alpha, precision=token.precision, query_sample=sample, progress=p)
+
+    def run(p: _Progress) -> Evaluation:
+        ev = evaluate(ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
+                      alpha=token.alpha, precision=token.precision, query_sample=sample, progress=p)
+        ev.method_summary(method)  # kept by the evaluation: computed here, in a guess too, not on the page
+        return ev
+
+    return token.derived("subset", method, n_classes, seed, sample), run
 
 
 def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: int, group_size: int, seed: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -137,7 +137,19 @@ class Evaluation:
         Computed once per evaluation (pages and exports ask again); callers get a deep copy."""
         if self._known(method) not in self._summaries:
             self._summaries[method] = self._method_summary(method)
-        return copy.deepcopy(self._summaries[method])
+        out = copy.deepcopy(self._summaries[method])
+        if self.grouped and method in self.grouped:
+            out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
+        return out
+
+    def with_grouped(self, grouped: dict) -> Evaluation:
+        """This evaluation with Grouped Recall results attached (``grouped``: method ->
+        :class:`~analysis_core.stats.grouped_recall.GroupedRecall`), as if ``evaluate`` had been
+        given the group size: the summaries computed so far are shared (they depend on the pass
+        alone), so attaching another group size recomputes nothing."""
+        out = replace(self, grouped=grouped)
+        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
+        return out
 
     def _method_summary(self, method: str) -> dict:
         r = self.results[method]
@@ -181,8 +193,6 @@ class Evaluation:
             self._pair_intervals(r, keep, st, out, intervals)
         if intervals:
             out["intervals"] = intervals
-        if self.grouped and method in self.grouped:
-            out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
     def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray, out: dict, intervals: dict) -> None:

@@ -419,7 +419,7 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
     def run(p: _Progress) -> Evaluation:
         ev = evaluate(ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
                       alpha=token.alpha, precision=token.precision, query_sample=sample, progress=p)
-        ev.method_summary(method)  # kept by the evaluation: computed here, in a guess too, not on the page
+        ev.method_summary(method)  # kept by the evaluation (with_grouped shares it): here, in a guess too
         return ev
 
     return token.derived("subset", method, n_classes, seed, sample), run
@@ -446,7 +446,7 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
     ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
     gr = STORE.result(*_grouped(token, ds, ev, method, n_classes, group_size, seed), group=token.data,
                       label="Grouped Recall@1")
-    return dataclasses.replace(ev, grouped={method: gr})
+    return ev.with_grouped({method: gr})
 
 
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum

@@ -45,6 +45,11 @@ if got is not None:
     ap = cache.selection_frame(ap, selection)
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
+    if subsample is None and len(selection[1]) == len(all_classes):
+        # from the page as it opens only: every query, where a new selection costs seconds (a guess
+        # made at every move of the other controls would slow the next move down). Started before
+        # this selection's statistics, on the core they leave idle (the guess yields to them).
+        cache.prefetch_statistics(key, ev, selection)
     res = cache.statistics(key, ev, selection, ap)
     components.warnings(list(res.warnings))
 
@@ -68,7 +73,3 @@ if got is not None:
         components.table(res.paired, "paired_tests")
     else:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")
-    if subsample is None and len(selection[1]) == len(all_classes):
-        # from the page as it opens only: every query, where a new selection costs seconds (a guess
-        # made at every move of the other controls would slow the next move down)
-        cache.prefetch_statistics(key, ev, selection)

@@ -313,6 +313,26 @@ def test_the_class_count_subset_is_the_evaluation_with_its_group_size_and_the_gr
             assert cache.STORE.computed == done + 1
 
 
+def test_the_class_count_summary_is_computed_once_with_its_pass_whatever_the_group_size(monkeypatch):
+    """The subset's summary (its pair-statistic intervals cost a bootstrap under query sampling)
+    is computed in the stored computation, and the evaluation with Grouped Recall attached for
+    each group size reuses it: the page asks again at no cost."""
+    from analysis_core import Evaluation
+
+    calls: list[str] = []
+    original = Evaluation._method_summary
+    monkeypatch.setattr(Evaluation, "_method_summary", lambda self, m: calls.append(m) or original(self, m))
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-summary-once", similarity="cosine", ks=(1,), n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    m = ds.methods[1]
+    for group_size in (2, 3, 5):
+        got = cache.subset_evaluation(tok, ds, m, 8, group_size, 1)
+        s = got.summary()["methods"][m]
+        assert s["grouped_recall_at_k"]["group_size"] == group_size
+    assert calls == [m]
+
+
 def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_core():
     from analysis_core.stats.analysis import analyse
     from analysis_core.stats.variability import ap_frame, metric_frame

@@ -333,6 +333,29 @@ def test_the_class_count_summary_is_computed_once_with_its_pass_whatever_the_gro
     assert calls == [m]
 
 
+def test_statistics_of_new_selections_of_the_same_methods_build_their_metric_table_once(monkeypatch):
+    """The paired tests' every-metric table of the chosen methods is built once and filtered for
+    each class selection or subsample; the statistics still equal the core's on that selection."""
+    from analysis_core.stats import variability
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    calls: list[tuple] = []
+    monkeypatch.setattr(variability, "metric_frame", lambda e, ms: calls.append(tuple(ms)) or metric_frame(e, ms))
+    tok = cache.Token(data="digits-metric-table-once", similarity="cosine", ks=ev.ks, n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    methods = tuple(ev.methods[:2])
+    labels = tuple(sorted(ap_frame(ev, list(methods))["label"].unique()))
+    for selection in ((methods, labels, None), (methods, labels[:4], None), (methods, labels, (6, 1))):
+        ap = cache.selection_frame(ap_frame(ev, list(methods)), selection)
+        got = cache.statistics(tok, ev, selection, ap)
+        metrics = metric_frame(ev, list(methods))
+        want = analyse(ap, alpha=0.05, metrics=metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True))
+        pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
+    assert calls == [tuple(sorted(methods))]
+
+
 def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_core():
     from analysis_core.stats.analysis import analyse
     from analysis_core.stats.variability import ap_frame, metric_frame

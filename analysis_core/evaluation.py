@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .engine.core import PRECISIONS, PassResult, Progress, gallery_positives, run_pass
+from .engine.core import PRECISIONS, PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .metrics.registry import put_key, query_columns
@@ -18,6 +18,7 @@ from .stats.sampling import (
     PAIR_METHOD_TEXT,
     QuerySample,
     mean_interval,
+    query_frame,
     ratio_interval,
     statistic_interval,
     stratified_sample,
@@ -163,9 +164,7 @@ class Evaluation:
                 return fsum_mean(col[c])
         else:
             qs = self.query_sample
-            stratum = np.full(self.rows.size, -1, np.int64)
-            stratum[qs.frame] = qs.stratum_of
-            st = stratum[r.query_items[keep]]
+            st = qs.strata_of(r.query_items[keep])
 
             hits = {m.column for m in query_columns(self.ks) if m.kind == "hit"} | {"mixed_ties"}
 
@@ -372,9 +371,7 @@ def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None
                     seed: int) -> tuple[QuerySample, np.ndarray]:
     """The stratified query sample of ``sub`` and the matching query mask."""
     codes = sub.label_codes
-    isq_all = np.ones(sub.n_items, bool) if isq is None else isq
-    isg_all = np.ones(sub.n_items, bool) if isg is None else isg
-    frame = np.nonzero(isq_all & (gallery_positives(codes, isg_all) > 0))[0]
+    frame = query_frame(codes, isq, isg)
     if not 2 <= n < frame.size:
         raise InputError("settings", f"a query sample of {n} from {frame.size} queries with a positive.",
                          f"use a sample size from 2 to {frame.size - 1}, or leave sampling out for the exact "

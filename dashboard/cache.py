@@ -409,16 +409,15 @@ def subset_sample(ds: Dataset, n_classes: int, seed: int, exact: bool) -> int | 
 
     if exact or ds.n_items <= EXACT_ITEMS:
         return None
-    from analysis_core.engine.layout import gallery_positives
+    from analysis_core.stats.sampling import query_frame
 
     rows = sample_classes(ds.label_codes, n_classes, seed)
     if rows.size <= EXACT_ITEMS:
         return None
-    isq = isg = np.ones(rows.size, bool)
+    isq = isg = None
     if ds.role is not None:
         isq, isg = np.isin(ds.role[rows], ("query", "both")), np.isin(ds.role[rows], ("gallery", "both"))
-    queries = int(np.count_nonzero(isq & (gallery_positives(ds.label_codes[rows], isg) > 0)))
-    return SAMPLE_QUERIES if queries > SAMPLE_QUERIES else None
+    return SAMPLE_QUERIES if query_frame(ds.label_codes[rows], isq, isg).size > SAMPLE_QUERIES else None
 
 
 def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, exact: bool = False):

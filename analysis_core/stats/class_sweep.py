@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
-from ..engine.layout import gallery_positives
 from ..evaluation import fsum_mean
 from .grouped_recall import grouped_recall
 from .histograms import jensen_shannon
-from .sampling import QuerySample, stratified_mean, stratified_sample
+from .sampling import QuerySample, query_frame, stratified_mean, stratified_sample
 
 
 def sample_classes(codes: np.ndarray, n_classes: int, seed: int = 0) -> np.ndarray:
@@ -87,7 +86,7 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
     are in the drawn items, in input order)."""
     idx = sample_classes(codes, n_classes, seed=run_seed)
     sub = codes[idx]
-    frame = np.nonzero(gallery_positives(sub, np.ones(sub.size, bool)) > 0)[0]
+    frame = query_frame(sub)
     qs = stratified_sample(sub, frame, query_sample, _query_seed(run_seed)) \
         if query_sample is not None and 2 <= query_sample < frame.size and idx.size > exact_up_to else None
     is_query = None
@@ -101,9 +100,7 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
         def mean(name: str) -> float:
             return fsum_mean(col[name])
     else:
-        stratum = np.full(sub.size, -1, np.int64)
-        stratum[qs.frame] = qs.stratum_of
-        strata = stratum[res.query_items[scored]]
+        strata = qs.strata_of(res.query_items[scored])
 
         def mean(name: str) -> float:
             return stratified_mean(col[name], strata, qs)

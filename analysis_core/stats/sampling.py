@@ -69,10 +69,28 @@ class QuerySample:
     def strata_are_classes(self) -> bool:
         return self.N_h.size == self.n_classes
 
+    def strata_of(self, positions: np.ndarray) -> np.ndarray:
+        """The stratum of each of ``positions`` (frame positions, e.g. the queries a pass scored)."""
+        lookup = np.full(int(self.frame.max()) + 1 if self.frame.size else 0, -1, np.int64)
+        lookup[self.frame] = self.stratum_of
+        return lookup[np.asarray(positions, np.int64)]
+
     def describe(self) -> dict:
         return {"n": self.n, "of": self.N, "fraction": self.n / self.N, "seed": self.seed,
                 "strata": int(self.N_h.size), "strata_are_classes": self.strata_are_classes,
                 "method": METHOD_TEXT}
+
+
+def query_frame(codes: np.ndarray, is_query: np.ndarray | None = None,
+                is_gallery: np.ndarray | None = None) -> np.ndarray:
+    """The sampling frame: positions of the queries with at least one positive in the gallery
+    (every item is both without roles)."""
+    from ..engine.layout import gallery_positives
+
+    n = len(codes)
+    isq = np.ones(n, bool) if is_query is None else is_query
+    isg = np.ones(n, bool) if is_gallery is None else is_gallery
+    return np.nonzero(isq & (gallery_positives(np.asarray(codes), isg) > 0))[0]
 
 
 def _strata(class_sizes: np.ndarray, n: int, N: int) -> np.ndarray:

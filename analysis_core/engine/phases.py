@@ -142,6 +142,9 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
                                      cand_buf[w], pairs)
                 elif pairs:
                     bin_tile(S, a0, b0, i == j, vl, h, lo, inv_width, sums, bin_buf[w])
+            elif not st.per_query_pairs and not search and (nq := query_prefix_rows(st, i, j)):
+                if pairs:
+                    bin_tile(S[:nq], a0, b0, i == j, vl, h, lo, inv_width, sums, bin_buf[w])
             else:
                 K.count_tile_roles(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt, eq, h, lo, inv_width,
                                    sums, cand_buf[w], pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale, search)
@@ -176,6 +179,22 @@ def one_direction_tile(setup: Setup, i: int, j: int) -> bool:
     aq, ag, hq = setup.tile_all_query, setup.tile_all_gallery, setup.tile_has_query
     every_pair = (aq[i] and ag[j]) or (ag[i] and aq[j])
     return bool(every_pair and (ag[j] or not hq[i]) and (ag[i] or not hq[j]))
+
+
+def query_prefix_rows(setup: Setup, i: int, j: int) -> int:
+    """The number q of query rows of tile (i, j) when its pairs are exactly those of its first q
+    rows with every column after the row (a diagonal tile) or with every column, else 0. Rows of
+    queries come first in every tile (the canonical order puts query vectors first), so this holds
+    when the columns are all in the gallery and hold no query (or the tile is diagonal and all in
+    the gallery): the tile of a query sample's last queries and its first other items against the
+    gallery, which :func:`.binning.bin_tile` then bins on those rows, without role checks."""
+    ag, hq = setup.tile_all_gallery, setup.tile_has_query
+    if not hq[i] or not ag[j] or (hq[j] if i != j else False):
+        return 0
+    a0 = i * TILE
+    flags = setup.vector_is_query[a0:min(a0 + TILE, setup.vectors.shape[0])]
+    q = int(np.count_nonzero(flags))
+    return q if flags[:q].all() else 0
 
 
 def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray]:

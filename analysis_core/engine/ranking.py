@@ -67,7 +67,7 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
     * counting: R branch-free vectorised passes over the row; the cost is R x row length
       whatever the scores, i.e. it does not grow with how hard the data is;
     * cells (:func:`_rank_by_cells`): each score's place among the R thresholds read off a table
-      of 2R cells, a constant cost per score whatever R (large classes: R in the hundreds);
+      of 2 min(R, row length) cells, ~5.5 ns a score plus ~2.5 ns a threshold (R from ~45 on);
     * search: each of the m negatives reaching t_0 placed by binary search, about log2 R
       unpredictable branches each: cheap when m is small (easy data), slow when m ~ row length.
 
@@ -88,10 +88,9 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
     pen = np.where(ug[b0:b0 + nb] != 0, 0.0, -np.inf).astype(S.dtype)
     all_gallery = np.all(pen == 0.0)  # then a row is counted in place, its positives taken off
     pv = np.empty(nb, S.dtype)
-    lut = np.empty(0, np.int64)  # the cells' tables (_rank_by_cells), grown as needed
-    tfirst = np.empty(0, np.float64)
-    multi = np.empty(0, np.uint8)
-    jh = np.empty(0, np.int64)
+    base = np.empty(0, np.int32)  # the cells' tables (_rank_by_cells), grown as needed
+    tpad = np.empty(0, S.dtype)
+    jh = np.empty(0, np.int32)
     cb = np.empty(nb, np.int32)
     labc = ulab[b0:b0 + nb]
     by_class = np.argsort(labc, kind="mergesort")  # the same-class columns of a row: one range
@@ -167,12 +166,11 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
                 gt[k] += c - above
                 above = c
         elif way == CELLS:
-            if lut.shape[0] < 2 * R + 2:
-                lut = np.empty(2 * R + 2, np.int64)
-                tfirst = np.empty(2 * R + 2, np.float64)
-                multi = np.empty(2 * R + 2, np.uint8)
-                jh = np.empty(2 * R + 2, np.int64)
-            _rank_by_cells(xrow, uvals, o0, o1, gt, eq, lut, tfirst, multi, cb, jh)
+            if tpad.shape[0] < R + CELL_SLOTS:
+                base = np.empty(2 * R + 2, np.int32)
+                tpad = np.empty(R + CELL_SLOTS, S.dtype)
+                jh = np.empty(SUB_HISTOGRAMS * (R + 1), np.int32)
+            _rank_by_cells(xrow, uvals, o0, o1, gt, eq, base, tpad, cb, jh)
         else:
             for b in range(nb):
                 x = xrow[b]
@@ -181,11 +179,14 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
 
 
 SEARCH, COUNT, CELLS = 0, 1, 2
-#: the cost of ranking one score by cells, in counting compares (one threshold, one score):
-#: measured here on real rows (near-chance data, R ~ 105, every row different: mispredicted
-#: branches included) ~12 ns a score against 0.135 ns a compare, so cells win from R ~ 90 on,
-#: 10x at R ~ 1000 (ten classes of a thousand, CIFAR-10's test set)
-CELL_COST = 90
+#: the cost of ranking by cells, in counting compares (one threshold against one score, measured
+#: 0.135 ns here): ~5.5 ns a score (CELL_COST) plus ~2.5 ns a threshold for the row's table
+#: (CELL_TABLE_COST), measured on near-chance rows (R = 8 ... 1000, every row different): cells
+#: win over counting from R ~ 45 on, 7x at R ~ 1000 (ten classes of a thousand, CIFAR-10's test set)
+CELL_COST = 40
+CELL_TABLE_COST = 18
+CELL_SLOTS = 4  # thresholds a score is compared with before any branch (see _rank_by_cells)
+SUB_HISTOGRAMS = 4
 
 
 @njit(cache=True, nogil=True)
@@ -199,65 +200,89 @@ def _way(how, m, R, nb):
         return CELLS if R >= 2 else COUNT  # one threshold: one counting pass
     count = R * nb
     search = 64 * m * (int(np.log2(R)) + 1)
-    cells = CELL_COST * nb + 4 * R
+    cells = CELL_COST * nb + CELL_TABLE_COST * R if R >= 2 else count
     if search <= count and search <= cells:
         return SEARCH
     return COUNT if count <= cells else CELLS
 
 
 @njit(cache=True, nogil=True)
-def _rank_by_cells(xrow, uvals, o0, o1, gt, eq, lut, tfirst, multi, cb, jh):
+def _rank_by_cells(xrow, uvals, o0, o1, gt, eq, base, tpad, cb, jh):
     """Rank the row's scores (masked ones are -inf) against the R >= 2 distinct ascending
     thresholds ``uvals[o0:o1]`` through a table of G = 2 min(R, row length) cells over
     [t_0, t_{R-1}].
 
-    A score's cell is ``min((x - t_0) * scale, G - 1)`` truncated, in float64: monotone in x, and
-    the thresholds' cells come from the same arithmetic, so a threshold in a lower cell is below
-    the score, one in a higher cell above it, and only the thresholds of the score's own cell are
-    compared exactly: one compare when the cell holds at most one (``tfirst``, +inf if none; no
-    branch), a short loop when it holds more (``multi``). Then j = #{t_k < x}: the score is above
-    t_0..t_{j-1} (``gt[j - 1] += 1``: C_{j-1} - C_j counts it) and ties t_j if equal. Table index
-    c + 1 is cell c, index 0 the scores below t_0. Buffers: ``lut`` int64 and ``tfirst`` float64
-    and ``multi`` uint8 of at least 2R + 2, ``cb`` int32 of the row's length, ``jh`` int64 of R + 1."""
+    A score's cell is ``floor(min(max((x - t_0) * scale, -1), G - 1)) + 1``, in float64 (cell 0:
+    below t_0); a threshold's by the same arithmetic (cells 1..G). The cell is monotone in the
+    value, so a threshold in a lower cell is below the score and one in a higher cell above it:
+    with ``base[c]`` = the thresholds in the cells below c, j = #{t_k < x} is ``base[c]`` plus
+    the count of the thresholds t_{base[c]}, t_{base[c] + 1}, ... below x, which are those of
+    the score's own cell (the ones after it are above x). The first CELL_SLOTS of them are
+    compared without a branch (``tpad``: the thresholds and CELL_SLOTS +inf after them), a loop
+    takes the rare crowded cell. The score is then above t_0..t_{j-1} (``gt[j - 1] += 1``: C_{j-1}
+    - C_j counts it) and ties t_j if equal.
+
+    Three passes over the row, each without stores that the next iteration's loads could depend
+    on (a fused loop measured 3x slower): cells (SIMD), j (indices as unsigned integers: no
+    negative-index wraparound code), then a histogram of j kept in SUB_HISTOGRAMS interleaved
+    copies (consecutive scores rarely increment the same counter). ~5.5 ns a score plus ~2.5 ns
+    a threshold here, against 12 ns a score for one cell lookup with a branch per crowded cell.
+    Buffers: ``base`` int32 of at least 2 min(R, row length) + 2, ``tpad`` of the row's dtype and
+    at least R + CELL_SLOTS, ``cb`` int32 of the row's length, ``jh`` int32 of at least
+    SUB_HISTOGRAMS (R + 1)."""
     R = o1 - o0
-    G = 2 * min(R, xrow.shape[0])  # cells: about one threshold each, or one score each
+    nb = xrow.shape[0]
+    G = 2 * min(R, nb)
     t0 = np.float64(uvals[o0])
     scale = G / (np.float64(uvals[o1 - 1]) - t0)
+    if not scale < np.inf:  # thresholds a few subnormal steps apart (float64 only): search each score
+        for b in range(nb):
+            j = np.searchsorted(uvals[o0:o1], xrow[b])  # #{t < x}
+            if j > 0:
+                gt[o0 + j - 1] += 1
+            if j < R and uvals[o0 + j] == xrow[b]:
+                eq[o0 + j] += 1
+        return
     top = np.float64(G - 1)
-    lut[:G + 2] = 0
-    tfirst[:G + 1] = np.inf
-    multi[:G + 1] = 0
-    for k in range(o0, o1):
-        c = np.int64(min((np.float64(uvals[k]) - t0) * scale, top)) + 1
-        if lut[c + 1] == 0:
-            tfirst[c] = uvals[k]
-        else:
-            multi[c] = 1
-        lut[c + 1] += 1
-    for c in range(G + 1):
-        lut[c + 1] += lut[c]  # lut[c]: thresholds in the cells below index c
-    for b in range(xrow.shape[0]):  # vectorised: the conversion to int32 is SIMD on AVX2
+    for k in range(R):
+        tpad[k] = uvals[o0 + k]
+    for k in range(R, R + CELL_SLOTS):
+        tpad[k] = np.inf
+    base[:G + 2] = 0
+    for k in range(R):  # threshold k in cell c_k: base[c] = #{k: c_k < c}, a prefix sum of counts
+        base[np.uint64(np.int64(min((np.float64(tpad[k]) - t0) * scale, top)) + 2)] += 1
+    for c in range(1, G + 2):
+        base[c] += base[c - 1]
+    for b in range(nb):  # vectorised: the conversion to int32 is SIMD on AVX2
         v = (np.float64(xrow[b]) - t0) * scale
-        cb[b] = np.int32(min(max(v + 1.0, 0.0), top + 1.0))
-    jh[:R + 1] = 0
-    for b in range(xrow.shape[0]):
-        c = cb[b]
+        cb[b] = np.int32(np.floor(min(max(v, -1.0), top))) + 1
+    one = np.uint64(1)
+    for b in range(nb):  # cb[b] becomes j
         x = xrow[b]
-        j = lut[c]
-        if multi[c]:
-            e = lut[c + 1]
-            while j < e and uvals[o0 + j] < x:
-                j += 1
-            if j < e and uvals[o0 + j] == x:
-                eq[o0 + j] += 1
-        else:
-            tf = tfirst[c]
-            j += 1 if x > tf else 0
-            if x == tf:
-                eq[o0 + j] += 1
-        jh[j] += 1
-    for j in range(1, R + 1):
-        gt[o0 + j - 1] += jh[j]
+        j = np.uint64(base[np.uint64(cb[b])])
+        n = np.int32(x > tpad[j]) + np.int32(x > tpad[j + one]) + np.int32(x > tpad[j + np.uint64(2)]) \
+            + np.int32(x > tpad[j + np.uint64(3)])
+        j += np.uint64(n)
+        while tpad[j] < x:  # a cell of more than CELL_SLOTS thresholds (tpad[R] = +inf stops it)
+            j += one
+        cb[b] = np.int32(j)
+    r1 = np.uint64(R + 1)
+    jh[:SUB_HISTOGRAMS * (R + 1)] = 0
+    n4 = nb - nb % SUB_HISTOGRAMS
+    for b in range(0, n4, SUB_HISTOGRAMS):
+        jh[np.uint64(cb[b])] += 1
+        jh[r1 + np.uint64(cb[b + 1])] += 1
+        jh[np.uint64(2) * r1 + np.uint64(cb[b + 2])] += 1
+        jh[np.uint64(3) * r1 + np.uint64(cb[b + 3])] += 1
+    for b in range(n4, nb):
+        jh[np.uint64(cb[b])] += 1
+    for b in range(nb):
+        j = np.uint64(cb[b])
+        if tpad[j] == xrow[b]:
+            eq[o0 + j] += 1
+    w = R + 1
+    for j in range(1, w):
+        gt[o0 + j - 1] += jh[j] + jh[w + j] + jh[2 * w + j] + jh[3 * w + j]
 
 
 @njit(cache=True, nogil=True)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis_core.engine.core import KERNELS, PRECISIONS, TILE, run_pass
-from analysis_core.engine.phases import one_direction_tile
+from analysis_core.engine.phases import one_direction_tile, query_prefix_rows
 from analysis_core.engine.setup import prepare
 
 
@@ -79,6 +79,31 @@ def test_a_query_gallery_split_takes_the_role_free_path_and_equals_the_general_k
             np.isclose(r.sum_neg, runs["general"].sum_neg, rtol=1e-12)
 
 
+@pytest.mark.parametrize("sim", ["cosine", "dot"])
+def test_a_query_sample_takes_the_query_rows_path_and_equals_the_general_kernel(sim):
+    """A query sample against every item: the tile of the last queries and the first other items
+    is binned on its query rows (:func:`query_prefix_rows`); coarse values keep exact ties."""
+    rng = np.random.default_rng(11)
+    n = 3 * TILE + 101
+    y = rng.integers(0, 40, n)
+    X = (np.round(rng.standard_normal((40, 12))[y] + 1.5 * rng.standard_normal((n, 12)), 1)).astype(np.float32)
+    q = rng.random(n) < 0.45  # 2 tiles of queries, the second one mixed
+    setup = prepare(X, y, similarity=sim, is_query=q)
+    taken = [(i, j, query_prefix_rows(setup, i, j)) for i in range(setup.n_tiles) for j in range(i, setup.n_tiles)]
+    taken = [t for t in taken if t[2]]
+    shared = setup.tile_has_shared_vector  # such tiles go to the general kernel
+    assert any(0 < nq < TILE and not shared[i] and not shared[j] for i, j, nq in taken)
+    assert any(i == j for i, j, _ in taken) and any(i != j for i, j, _ in taken)
+    runs = {k: run_pass(X, y, similarity=sim, is_query=q, kernel=k, n_threads=2, n_bins=64) for k in KERNELS}
+    for k, r in runs.items():
+        assert r.values.tobytes() == runs["general"].values.tobytes(), k
+        assert r.pr_curves.tobytes() == runs["general"].pr_curves.tobytes(), k
+        np.testing.assert_array_equal(r.hist_pos, runs["general"].hist_pos)
+        np.testing.assert_array_equal(r.hist_neg, runs["general"].hist_neg)
+        assert np.isclose(r.sum_pos, runs["general"].sum_pos, rtol=1e-12) and \
+            np.isclose(r.sum_neg, runs["general"].sum_neg, rtol=1e-12)
+
+
 def test_an_unknown_kernel_is_refused():
     X = np.eye(3, dtype=np.float32)
     try:
@@ -134,7 +159,6 @@ def test_ranking_by_cells_equals_counting_by_brute_force(seed, R, nb, clustered,
     """Cells against the definition, counted by brute force: C_k = #{x > t_k}, gt[k] = C_k -
     C_{k+1}, eq[k] = #{x == t_k}; thresholds spread or packed into a few cells (one far outlier
     stretches the table), scores that tie thresholds exactly, masked (-inf) scores."""
-    from analysis_core.engine.ranking import _rank_by_cells
 
     rng = np.random.default_rng(seed)
     t = rng.standard_normal(R)
@@ -148,11 +172,45 @@ def test_ranking_by_cells_equals_counting_by_brute_force(seed, R, nb, clustered,
     pick = rng.random(nb)
     x[pick < 0.3] = rng.choice(t, int((pick < 0.3).sum()))
     x[pick > 0.9] = -np.inf
+    _check_cells_by_brute_force(t, x, dtype, rng)
+
+
+def _check_cells_by_brute_force(t, x, dtype, rng):
+    from analysis_core.engine.ranking import CELL_SLOTS, SUB_HISTOGRAMS, _rank_by_cells
+
     gt, eq = np.zeros(t.size + 3, np.int64), np.zeros(t.size + 3, np.int64)
-    m = 2 * t.size + 2
-    _rank_by_cells(x, np.concatenate([[0.0], t]).astype(dtype), 1, t.size + 1, gt, eq, np.empty(m, np.int64),
-                   np.empty(m), np.empty(m, np.uint8), np.empty(nb, np.int32), np.empty(m, np.int64))
+    R, nb = t.size, x.size
+    # used buffers (garbage in them), larger than needed, as rank_rows hands them on
+    base = rng.integers(-9, 9, 2 * R + 5).astype(np.int32)
+    tpad = rng.standard_normal(R + CELL_SLOTS + 3).astype(dtype)
+    cb = rng.integers(-9, 9, nb).astype(np.int32)
+    jh = rng.integers(-9, 9, SUB_HISTOGRAMS * (R + 1) + 3).astype(np.int32)
+    _rank_by_cells(x, np.concatenate([[0.0], t]).astype(dtype), 1, t.size + 1, gt, eq, base, tpad, cb, jh)
     C = np.append((x[None, :] > t[:, None]).sum(axis=1), 0)
     np.testing.assert_array_equal(gt[1:t.size + 1], C[:-1] - C[1:])
     np.testing.assert_array_equal(eq[1:t.size + 1], (x[None, :] == t[:, None]).sum(axis=1))
     assert gt[0] == eq[0] == 0 and not gt[t.size + 1:].any() and not eq[t.size + 1:].any()
+
+
+def test_ranking_by_cells_ties_a_threshold_whose_cell_coordinate_is_just_below_a_power_of_two():
+    """Thresholds k / 100 in float32 (found by the brute-force comparison): t = -0.07 sits at
+    cell coordinate v = 31.999999999999996, where v + 1 rounds to 33. Scores tying it must land in
+    its cell (the engine before 2026-11-23 computed a score's cell as floor(v + 1) and counted
+    these ties as scores above it)."""
+    ks = [-25, *range(-20, 41), 45, 47]
+    t = (np.array(ks) / 100).astype(np.float32)
+    v = (np.float64(t[14]) - np.float64(t[0])) * ((2 * t.size) / (np.float64(t[-1]) - np.float64(t[0])))
+    assert t[14] == np.float32(-0.07) and v < 32 and v + 1.0 == 33.0
+    rng = np.random.default_rng(3)
+    x = np.concatenate([t, rng.choice(t, 400), np.round(rng.normal(0.1, 0.1, 100), 2)]).astype(np.float32)
+    _check_cells_by_brute_force(t, x, np.float32, rng)
+
+
+@pytest.mark.parametrize("t", [[0.0, 5e-324, 1e-323], [-1e-323, 0.0], [0.0, 5e-324, 0.5, 1.0]])
+def test_ranking_by_cells_of_thresholds_a_few_subnormal_steps_apart(t):
+    """float64 thresholds so close that the table's scale overflows: each score is then placed by
+    a search, with the same counts as the definition."""
+    t = np.array(t)
+    rng = np.random.default_rng(0)
+    x = np.concatenate([t, rng.choice(t, 40), [-np.inf, -1.0, 2.0, 1e-320]])
+    _check_cells_by_brute_force(t, x, np.float64, rng)

@@ -11,8 +11,35 @@ from numba import njit
 @njit(cache=True, nogil=True)
 def collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff, fill, thr):
     """Phase 1: write every (query, positive) score of tile S into the query's threshold list
-    (queries with ``slot >= 0``: those of the chunk being evaluated)."""
+    (queries with ``slot >= 0``: those of the chunk being evaluated). Each list is sorted or
+    reduced to its maximum afterwards, so the order of the writes does not matter.
+
+    A tile whose vectors are one item each visits only each row's same-class columns (found in
+    the columns' labels sorted once: one range per row), not its every pair: a query sample's or
+    a query/gallery split's query tiles hold positives in every tile, and visiting every pair cost
+    about as much as ranking."""
     na, nb = S.shape
+    single = True
+    for u in range(a0, a0 + na):
+        single &= uptr[u + 1] - uptr[u] == 1
+    for u in range(b0, b0 + nb):
+        single &= uptr[u + 1] - uptr[u] == 1
+    if single:
+        col_lab = np.empty(nb, lab.dtype)
+        for b in range(nb):
+            col_lab[b] = lab[uptr[b0 + b]]
+        by_class = np.argsort(col_lab, kind="mergesort")
+        sorted_lab = col_lab[by_class]
+        for a in range(na):
+            p = uptr[a0 + a]
+            la = lab[p]
+            for t in range(np.searchsorted(sorted_lab, la), np.searchsorted(sorted_lab, la, side="right")):
+                b = by_class[t]
+                if diag and b <= a:
+                    continue  # the pair is row b's (b < a), or the item itself
+                q = uptr[b0 + b]
+                _record(S[a, b], p, q, isq, isg, slot, toff, fill, thr)
+        return
     for a in range(na):
         ua = a0 + a
         for b in range(a if diag else 0, nb):
@@ -20,16 +47,22 @@ def collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff, fi
             x = S[a, b]
             for p in range(uptr[ua], uptr[ua + 1]):
                 for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
-                    if lab[p] != lab[q]:
-                        continue
-                    if isq[p] and isg[q] and slot[p] >= 0:
-                        s = slot[p]
-                        thr[toff[s] + fill[s]] = x
-                        fill[s] += 1
-                    if isq[q] and isg[p] and slot[q] >= 0:
-                        s = slot[q]
-                        thr[toff[s] + fill[s]] = x
-                        fill[s] += 1
+                    if lab[p] == lab[q]:
+                        _record(x, p, q, isq, isg, slot, toff, fill, thr)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record(x, p, q, isq, isg, slot, toff, fill, thr):
+    """Same-class items p and q with score x: x is a positive score of each of them that is a
+    query of the chunk ranking the other."""
+    if isq[p] and isg[q] and slot[p] >= 0:
+        s = slot[p]
+        thr[toff[s] + fill[s]] = x
+        fill[s] += 1
+    if isq[q] and isg[p] and slot[q] >= 0:
+        s = slot[q]
+        thr[toff[s] + fill[s]] = x
+        fill[s] += 1
 
 
 @njit(cache=True, nogil=True)

@@ -214,3 +214,45 @@ def test_ranking_by_cells_of_thresholds_a_few_subnormal_steps_apart(t):
     rng = np.random.default_rng(0)
     x = np.concatenate([t, rng.choice(t, 40), [-np.inf, -1.0, 2.0, 1e-320]])
     _check_cells_by_brute_force(t, x, np.float64, rng)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), na=st.integers(1, 70), nb=st.integers(1, 70), diag=st.booleans(),
+       shared=st.booleans(), n_classes=st.sampled_from([1, 3, 20]))
+def test_phase_one_collects_every_positive_score_once(seed, na, nb, diag, shared, n_classes):
+    """Every (query, positive) score of a tile, by brute force over its item pairs: query items with
+    a slot in the chunk, gallery partners of the same class, the item itself never, a diagonal tile's
+    pairs once. Tiles of one item per vector take the same-class-columns path, tiles with a vector
+    shared by several items the every-pair one."""
+    from analysis_core.engine.positives import collect_positive_scores
+
+    rng = np.random.default_rng(seed)
+    nb = na if diag else nb
+    n_vec = na if diag else na + nb
+    per_vec = rng.integers(1, 3, n_vec) if shared else np.ones(n_vec, np.int64)
+    uptr = np.concatenate([[0], np.cumsum(per_vec)]).astype(np.int64)
+    n_items = int(uptr[-1])
+    lab = rng.integers(0, n_classes, n_items).astype(np.int64)
+    isq, isg = rng.random(n_items) < 0.7, rng.random(n_items) < 0.8
+    slot = np.where(isq & (rng.random(n_items) < 0.8), 0, -1)
+    slot[slot == 0] = np.arange(int((slot == 0).sum()))
+    a0, b0 = 0, 0 if diag else na
+    S = rng.standard_normal((na, nb)).astype(np.float32)
+    want: dict[int, list[float]] = {}
+    for a in range(na):
+        for b in range(a if diag else 0, nb):
+            for p in range(uptr[a0 + a], uptr[a0 + a + 1]):
+                for q in range(uptr[b0 + b], uptr[b0 + b + 1]):
+                    if (diag and b == a and q <= p) or lab[p] != lab[q]:
+                        continue
+                    for x_, y_ in ((p, q), (q, p)):
+                        if isq[x_] and isg[y_] and slot[x_] >= 0:
+                            want.setdefault(int(slot[x_]), []).append(float(S[a, b]))
+    n_slots = int(slot.max()) + 1 if (slot >= 0).any() else 0
+    cap = np.full(n_slots, n_items, np.int64)
+    toff = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
+    fill, thr = np.zeros(n_slots, np.int64), np.full(int(toff[-1]), np.nan, np.float32)
+    collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff,
+                            fill, thr)
+    for s in range(n_slots):
+        assert sorted(thr[toff[s]:toff[s] + fill[s]].tolist()) == sorted(want.get(s, [])), s

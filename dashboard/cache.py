@@ -515,7 +515,7 @@ def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndar
 
 def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str):
     return token.derived("bands", kind, n_recall, cls), lambda p: pr_bands(
-        ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls])
+        ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls], progress=p)
 
 
 def bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None = None,

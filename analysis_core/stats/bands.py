@@ -13,6 +13,7 @@ with probability about 1 - alpha.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pandas as pd
@@ -28,8 +29,10 @@ def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str 
     return pd.DataFrame(_band(curves, recall, alpha, kind, n_boot, seed))
 
 
-def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boot: int, seed: int) -> dict:
-    """:func:`band`'s columns as arrays."""
+def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boot: int, seed: int,
+          done=None) -> dict:
+    """:func:`band`'s columns as arrays. ``done(fraction)``: called as the resamples are drawn
+    (fractions of this band summing to 1), for progress."""
     curves = np.asarray(curves, np.float64)
     n = curves.shape[0]
     mean = curves.mean(axis=0) if n else np.full(recall.size, np.nan)
@@ -54,9 +57,13 @@ def _band(curves: np.ndarray, recall: np.ndarray, alpha: float, kind: str, n_boo
                 m = min(step, n_boot - b)
                 means = draw_counts(rng.integers(0, n, (m, n)), n, buf) @ curves / n
                 worst[b:b + m] = np.max(np.abs(means - mean) / safe, axis=1)
+                if done is not None:
+                    done(m / n_boot)
             half = np.quantile(worst, 1 - alpha) * se
     else:
         raise ValueError(f"kind must be 't' or 'bootstrap', not {kind!r}")
+    if done is not None and not (kind == "bootstrap" and n >= 2):
+        done(1.0)
     return {"recall": recall, "mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
@@ -72,14 +79,26 @@ def sub_grid(recall: np.ndarray, n_recall: int) -> np.ndarray:
 
 
 def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_boot: int = 2000,
-             seed: int = 0, *, classes=None, n_recall: int | None = None) -> pd.DataFrame:
+             seed: int = 0, *, classes=None, n_recall: int | None = None, progress=None) -> pd.DataFrame:
     """Bands per method, overall (class ``all``) and per class, over the evaluation's queries.
     Columns: method, class, recall, mean, low, high, n. Per-split bands come from evaluating each
     split as its own retrieval problem (``evaluate(..., split=...)``), never from grouping the
     queries of a mixed gallery. ``classes``: only these bands (class names, and ``"all"`` for every
     query together; default: all, and every class with ``by_class``). ``n_recall``: on that
-    coarser recall grid (see :func:`sub_grid`)."""
+    coarser recall grid (see :func:`sub_grid`). ``progress(done, total, stage)``: called as the
+    bands are computed (from the threads computing them; an exception it raises stops them)."""
     ds = ev.dataset
+    lock = threading.Lock()
+    n_bands = len(ev.methods) * (len(classes) if classes is not None else 1 + (
+        len(set(ds.labels[ev.pr_curves(ev.methods[0])[0]].astype(str).tolist())) if by_class else 0))
+    finished = [0.0]
+
+    def done(fraction: float) -> None:
+        if progress is not None:
+            with lock:
+                finished[0] += fraction
+                now = finished[0]
+            progress(now, n_bands, "resampling queries" if kind == "bootstrap" else "averaging curves")
 
     def of_method(m: str) -> list[pd.DataFrame]:
         rows, recall, curves = ev.pr_curves(m)
@@ -90,7 +109,7 @@ def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_
         names = ([ALL] + (sorted(set(labels.tolist())) if by_class else [])) if classes is None else classes
         # one frame with its name columns (inserting text columns into a frame cost more than the band)
         return [pd.DataFrame({"method": m, "class": cls, **_band(
-            curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed)})
+            curves if cls == ALL else curves[labels == str(cls)], recall, alpha, kind, n_boot, seed, done)})
             for cls in names]
 
     if kind == "bootstrap" and len(ev.methods) > 1:

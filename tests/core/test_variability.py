@@ -332,3 +332,30 @@ def test_the_deviation_shortcut_agrees_with_merging_each_group():
             samples = [np.array([0.25, 0.75] * int(rng.integers(2, 5))) + rng.choice([0.0, 1e-14]) for _ in samples]
         merged = [merge_rounding_noise(np.abs(s - np.median(s))) for s in samples]
         assert _deviations_vary(samples) == any(np.ptp(d) > 0 for d in merged)
+
+
+@pytest.mark.parametrize("kind", ["t", "bootstrap"])
+def test_pr_bands_report_progress_up_to_every_band_and_stop_when_it_raises(kind):
+    """Progress counts bands (the bootstrap's in fractions, as its resamples are drawn) up to the
+    number of bands; an exception from it (a dashboard guess replaced by a newer one) stops the
+    computation, bootstrap or not, whichever thread raised it."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 4, 2000)
+    ds = Dataset(labels=y, embeddings={m: (rng.standard_normal((4, 6))[y] + s * rng.standard_normal((2000, 6)))
+                                       .astype(np.float32) for m, s in (("a", 0.5), ("b", 1.0), ("c", 2.0))})
+    ev = evaluate(ds)
+    calls: list[tuple[float, int]] = []
+    got = pr_bands(ev, kind=kind, n_boot=5000, classes=["all", "1"], progress=lambda d, t, s: calls.append((d, t)))
+    assert {t for _, t in calls} == {6} and max(d for d, _ in calls) == pytest.approx(6)
+    if kind == "bootstrap":
+        assert len(calls) > 6  # 5000 resamples of 2000 queries: two chunks for "all"
+    pd.testing.assert_frame_equal(got, pr_bands(ev, kind=kind, n_boot=5000, classes=["all", "1"]))
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total, stage):
+        raise Stop
+
+    with pytest.raises(Stop):
+        pr_bands(ev, kind=kind, n_boot=5000, classes=["all", "1"], progress=stop)

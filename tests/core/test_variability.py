@@ -4,6 +4,7 @@ effects."""
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 
 import numpy as np
@@ -354,8 +355,13 @@ def test_pr_bands_report_progress_up_to_every_band_and_stop_when_it_raises(kind)
     class Stop(Exception):
         pass
 
+    stops: list[float] = []
+
     def stop(done, total, stage):
+        stops.append(done)
         raise Stop
 
     with pytest.raises(Stop):
         pr_bands(ev, kind=kind, n_boot=5000, classes=["all", "1"], progress=stop)
+    # the chunks in flight when it raised finish, no new one starts (18 chunks in all here)
+    assert len(stops) <= (os.cpu_count() or 1)

@@ -211,6 +211,19 @@ class Store:
             value = _wait(*self._start(key, fn, group, similarities or set()), label)
         return value
 
+    def results(self, specs: list[tuple[str, Callable[[_Progress], object], str]], *, group: str) -> list[object]:
+        """:meth:`result` of several (key, computation, label) at once: every missing one is started
+        (on the request pool, side by side), then each is waited for with its progress shown."""
+        todo = [None if self.entry(key) is not None else self._start(key, fn, group, set()) for key, fn, _ in specs]
+        out = []
+        for i, (key, fn, label) in enumerate(specs):
+            started, todo[i] = todo[i], None  # no future stays referenced from this frame (see result)
+            out.append(self.result(key, fn, group=group, label=label) if started is None else _wait(*started, label))
+            del started
+            while out[-1] is _GAVE_UP:  # a guess superseded just before this request reached it: run it
+                out[-1] = _wait(*self._start(key, fn, group, set()), label)
+        return out
+
     def kept(self, key: str, fn: Callable[[], object], *, group: str) -> object:
         """The stored result for ``key``, or ``fn()`` computed in the calling thread and stored: a
         part that several computations share, asked for from inside them (no progress shown)."""
@@ -434,15 +447,29 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
     return token.derived("subset", method, n_classes, seed, sample), run
 
 
-def _grouped(token: Token, ds: Dataset, ev: Evaluation, method: str, n_classes: int, group_size: int, seed: int):
-    """Grouped Recall@1 of ``ev`` (:func:`_subset`'s pass over the sampled classes) by the very
-    call :func:`evaluate` makes with ``group_size`` (same numbers)."""
+def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int,
+             ev: Evaluation | None = None):
+    """Grouped Recall@1 over :func:`_subset`'s sampled classes by the very call :func:`evaluate`
+    makes with ``group_size`` (same numbers). It needs the pass ``ev`` only when one group holds
+    every sampled class (that group's Recall@1 is read from the pass): otherwise it can run while
+    the pass does."""
+    from analysis_core.stats.class_sweep import sample_classes
     from analysis_core.stats.grouped_recall import grouped_recall
 
-    sub = ds if ev.rows.size == ds.n_items else ds.subset(ev.rows)
+    if ev is not None:
+        rows = ev.rows
+    else:
+        everything = n_classes >= np.unique(ds.label_codes).size
+        rows = np.arange(ds.n_items) if everything else np.sort(sample_classes(ds.label_codes, n_classes, seed))
+    sub = ds if rows.size == ds.n_items else ds.subset(rows)
     return token.derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
-        sub.embeddings[method], sub.label_codes, group_size=group_size, ks=ev.ks, similarity=ev.similarity,
-        seed=seed, repeats=1, alpha=token.alpha, loo_pass=ev.loo_pass(method))
+        sub.embeddings[method], sub.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
+        seed=seed, repeats=1, alpha=token.alpha, loo_pass=None if ev is None else ev.loo_pass(method))
+
+
+def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
+    """Whether Grouped Recall's one group holds every sampled class (see :func:`_grouped`)."""
+    return group_size >= min(n_classes, np.unique(ds.label_codes).size)
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
@@ -450,11 +477,17 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
     """``evaluate(ds, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
     seed=seed, query_sample=subset_sample(...))``, in two stored parts: the pass over the sampled
     classes (which the group size does not change) and Grouped Recall@1 for the group size — so
-    that moving the group size slider does not repeat the pass."""
+    that moving the group size slider does not repeat the pass. The two run at the same time
+    (each has serial stretches the other fills) unless Grouped Recall reads the pass."""
     key, fn = _subset(token, ds, method, n_classes, seed, exact)
-    ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
-    gr = STORE.result(*_grouped(token, ds, ev, method, n_classes, group_size, seed), group=token.data,
-                      label="Grouped Recall@1")
+    if _needs_pass(ds, n_classes, group_size):
+        ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
+        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev), group=token.data,
+                          label="Grouped Recall@1")
+    else:
+        ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"),
+                                (*_grouped(token, ds, method, n_classes, group_size, seed), "Grouped Recall@1")],
+                               group=token.data)
     return ev.with_grouped({method: gr})
 
 
@@ -491,9 +524,10 @@ def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_cl
     todo = [_sweep(token, ds, m, sweep_size, repeats, exact) for m in methods]
     todo += [_subset(token, ds, m, n_classes, seed, exact) for m in methods]
     for m, (key, _) in zip(methods, todo[len(methods):], strict=True):
-        e = STORE.entry(key)
-        if e is not None:
-            todo.append(_grouped(token, ds, e.value, m, n_classes, group_size, seed))
+        if not _needs_pass(ds, n_classes, group_size):
+            todo.append(_grouped(token, ds, m, n_classes, group_size, seed))
+        elif (e := STORE.entry(key)) is not None:
+            todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value))
     for key, fn in todo:
         if key not in STORE:
             STORE.prefetch(key, fn, group=token.data)

@@ -278,6 +278,25 @@ def test_a_prefetch_runs_at_the_lowest_priority_with_the_threads_it_starts_and_a
     assert nice() == base  # the server's own thread is untouched
 
 
+def test_results_start_every_missing_computation_before_waiting_and_return_stored_ones():
+    """Two computations that can only finish together (a barrier of two) finish: they ran side by
+    side; a stored one is returned without running; each result is stored."""
+    s = cache.Store(budget=10**9, max_entries=10)
+    both = threading.Barrier(2, timeout=20)
+    ran: list[str] = []
+
+    def meet(name: str):
+        def fn(progress):
+            ran.append(name)
+            both.wait()
+            return name.upper()
+        return fn
+
+    assert s.results([("a", meet("a"), "A"), ("b", meet("b"), "B")], group="g") == ["A", "B"]
+    assert s.results([("a", meet("x"), "A"), ("c", lambda p: "C", "C")], group="g") == ["A", "C"]
+    assert sorted(ran) == ["a", "b"] and "a" in s and "b" in s and "c" in s
+
+
 def test_the_class_count_page_has_the_other_methods_ready_when_the_method_changes():
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
     at.radio(key="data_source").set_value("many_classes").run()
@@ -301,7 +320,7 @@ def test_the_class_count_subset_is_the_evaluation_with_its_group_size_and_the_gr
     tok = cache.Token(data="digits-subset-test", similarity="cosine", ks=(1,), n_recall=11, query_sample=None, seed=0,
                       alpha=0.05)
     m = ds.methods[0]
-    for n_classes, group_size, seed in ((10, 3, 0), (10, 5, 0), (10, 5, 4), (6, 2, 1)):
+    for n_classes, group_size, seed in ((10, 3, 0), (10, 5, 0), (10, 5, 4), (6, 2, 1), (6, 6, 1), (10, 10, 2)):
         want = evaluate(ds, ks=(1,), methods=[m], max_classes=n_classes, group_size=group_size, seed=seed)
         done = cache.STORE.computed
         got = cache.subset_evaluation(tok, ds, m, n_classes, group_size, seed)

@@ -518,20 +518,20 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int,
 def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
                          seed: int, sweep_size: int, repeats: int, exact: bool = False) -> None:
     """The Class count page's results for the other methods, one at a time in the background while
-    the machine is otherwise idle, so that switching the method finds them stored: the sweeps
-    first (the sliders above do not change them), then the pass over the sampled classes at the
+    the machine is otherwise idle, so that switching the method finds them stored: one method
+    complete before the next (``methods`` in the order given: the next in the list first) — its
+    sweep (the sliders above do not change it), then the pass over the sampled classes at the
     page's current settings and its Grouped Recall@1."""
-    todo = [_sweep(token, ds, m, sweep_size, repeats, exact) for m in methods]
-    todo += [_subset(token, ds, m, n_classes, seed, exact) for m in methods]
-    for m, (key, _) in zip(methods, todo[len(methods):], strict=True):
+    for m in methods:
+        todo = [_sweep(token, ds, m, sweep_size, repeats, exact), _subset(token, ds, m, n_classes, seed, exact)]
         if not _needs_pass(ds, n_classes, group_size):
             todo.append(_grouped(token, ds, m, n_classes, group_size, seed))
-        elif (e := STORE.entry(key)) is not None:
+        elif (e := STORE.entry(todo[1][0])) is not None:
             todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value))
-    for key, fn in todo:
-        if key not in STORE:
-            STORE.prefetch(key, fn, group=token.data)
-            return
+        for key, fn in todo:
+            if key not in STORE:
+                STORE.prefetch(key, fn, group=token.data)
+                return
 
 
 def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:

@@ -84,5 +84,6 @@ if got is not None:
                    "Grouped Recall@1 is exact. Turn on “Every query” for the exact values.")
     st.subheader("Sweep over the number of classes")
     class_sweep(key, ds, method, exact)
-    cache.prefetch_class_count(key, ds, [m for m in ev.methods if m != method], n_classes, group_size, seed,
+    i = ev.methods.index(method)  # the methods after this one first, as listed
+    cache.prefetch_class_count(key, ds, ev.methods[i + 1:] + ev.methods[:i], n_classes, group_size, seed,
                                sweep_size(n_all), st.session_state.get("cc-repeats", 3), exact)

@@ -81,6 +81,25 @@ def lower_priority() -> bool:
     return True
 
 
+def restore_priority() -> int:
+    """Give the threads at the lowest priority (the guess's, see :func:`lower_priority`) the
+    server's priority again: a request now waits for that guess, and on a machine shared with other
+    work it would wait behind every other process. Raising a priority needs CAP_SYS_NICE (root, or
+    granted); without it nothing changes. Returns how many threads were raised."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    raised = 0
+    try:
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's: the server's
+        for tid in os.listdir("/proc/self/task"):
+            if os.getpriority(os.PRIO_PROCESS, int(tid)) == LOWEST_PRIORITY > base:
+                os.setpriority(os.PRIO_PROCESS, int(tid), base)
+                raised += 1
+    except (OSError, ValueError):  # not permitted, or a thread that just ended
+        pass
+    return raised
+
+
 def nbytes(obj: object, _seen: set[int] | None = None) -> int:
     """Bytes held by a result: its arrays and frames (counted once each), walking dataclasses,
     dicts, lists and tuples. A :class:`Dataset` inside an evaluation is not counted: it is the
@@ -186,6 +205,8 @@ class Store:
     def _compute(self, key: str, fn: Callable[[_Progress], object], group: str, similarities: set[str],
                  progress: _Progress) -> object:
         done = True
+        if progress.guess:
+            lower_priority()  # again: a request that joined the previous guess raised this thread
         try:
             value = fn(progress)
             self._put(key, value, group, similarities)
@@ -260,8 +281,11 @@ class Store:
                 progress = _Progress(guess=pool is self._guesses)
                 fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress)
                 self._running[key] = fut, progress
-            elif pool is None:  # a request for a running guess: it is now a request, never superseded
+            elif pool is None and self._running[key][1].guess:
+                # a request for a running guess: it is now a request, never superseded, at the
+                # server's priority
                 self._running[key][1].guess = self._running[key][1].superseded = False
+                restore_priority()
             return self._running[key]
 
 

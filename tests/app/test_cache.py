@@ -278,6 +278,58 @@ def test_a_prefetch_runs_at_the_lowest_priority_with_the_threads_it_starts_and_a
     assert nice() == base  # the server's own thread is untouched
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_a_request_joining_a_running_guess_raises_its_threads_to_the_servers_priority():
+    """A request that reaches a running guess waits for it: the guess's thread and the threads it
+    started run at the server's priority from then on (where raising a priority is permitted:
+    root here), and the next guess is at the lowest again."""
+    def nice(tid: int | None = None) -> int:
+        return os.getpriority(os.PRIO_PROCESS, tid or threading.get_native_id())
+
+    base = nice()
+    probe = threading.Thread(target=lambda: (cache.lower_priority(), time.sleep(0.2)))
+    probe.start()
+    time.sleep(0.05)
+    permitted = cache.restore_priority() >= 1 and nice(probe.native_id) == base
+    probe.join()
+    if not permitted:
+        pytest.skip("raising a thread's priority is not permitted here")
+    go, started = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def guess(progress):
+        helper = threading.Thread(target=lambda: (tids.append(threading.get_native_id()), go.wait(20)))
+        helper.start()
+        tids.append(threading.get_native_id())
+        started.set()
+        go.wait(20)
+        helper.join()
+        return "done"
+
+    s = cache.Store(budget=10 * MB, max_entries=10)
+    s.prefetch("guess", guess, group="g")
+    assert started.wait(20)
+    assert [nice(t) for t in tids] == [cache.LOWEST_PRIORITY] * 2
+    waiter = threading.Thread(target=lambda: s.result("guess", guess, group="g", label="x"))
+    waiter.start()
+    deadline = time.time() + 10
+    while [nice(t) for t in tids] != [base] * 2 and time.time() < deadline:
+        time.sleep(0.01)
+    assert not s._running["guess"][1].guess
+    assert [nice(t) for t in tids] == [base] * 2
+    go.set()
+    waiter.join(20)
+    assert s.result("guess", guess, group="g", label="x") == "done"
+
+    def own_nice(progress):
+        return nice()
+
+    s.prefetch("next", own_nice, group="g")
+    while s._running:
+        time.sleep(0.01)
+    assert s.result("next", own_nice, group="g", label="x") == cache.LOWEST_PRIORITY
+
+
 def test_results_start_every_missing_computation_before_waiting_and_return_stored_ones():
     """Two computations that can only finish together (a barrier of two) finish: they ran side by
     side; a stored one is returned without running; each result is stored."""

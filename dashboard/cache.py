@@ -458,7 +458,7 @@ def subset_sample(ds: Dataset, n_classes: int, seed: int, exact: bool) -> int | 
 
 
 def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, exact: bool = False):
-    if n_classes >= np.unique(ds.label_codes).size:
+    if n_classes >= ds.n_classes:
         seed = 0  # every class drawn: the same items, the same pass, whatever the seed (tested)
     sample = subset_sample(ds, n_classes, seed, exact)
 
@@ -480,11 +480,8 @@ def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size:
     from analysis_core.stats.class_sweep import sample_classes
     from analysis_core.stats.grouped_recall import grouped_recall
 
-    if ev is not None:
-        rows = ev.rows
-    else:
-        everything = n_classes >= np.unique(ds.label_codes).size
-        rows = np.arange(ds.n_items) if everything else np.sort(sample_classes(ds.label_codes, n_classes, seed))
+    # the rows evaluate(max_classes=n_classes) draws (all of them, whatever the seed, when it is every class)
+    rows = ev.rows if ev is not None else np.sort(sample_classes(ds.label_codes, n_classes, seed))
     sub = ds if rows.size == ds.n_items else ds.subset(rows)
     return token.derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
         sub.embeddings[method], sub.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
@@ -493,7 +490,7 @@ def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size:
 
 def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
     """Whether Grouped Recall's one group holds every sampled class (see :func:`_grouped`)."""
-    return group_size >= min(n_classes, np.unique(ds.label_codes).size)
+    return group_size >= min(n_classes, ds.n_classes)
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,

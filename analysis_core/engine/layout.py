@@ -13,14 +13,23 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
     """The vectors the tiles multiply, in ``precision``: normalised in float64 (cosine), then
     rounded to float32, or kept in float64. float32 input with ``precision="float64"`` is upcast
     (exactly): its products are then computed without float32 rounding, but its values keep the
-    float32 resolution they were given in."""
-    X64 = np.asarray(X, dtype=np.float64)
-    if similarity == "cosine":
-        norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
-        X64 = X64 / norms[:, None]
+    float32 resolution they were given in. Computed in blocks of rows (every step is per element
+    or per row: the same bits as on the whole matrix, without its float64 temporaries)."""
+    X = np.asarray(X)
     dtype = np.dtype(precision)
-    # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
-    return np.ascontiguousarray(X64.astype(dtype) + dtype.type(0.0))
+    out = np.empty(X.shape, dtype)
+    step = max(1, _PREPARE_BLOCK_BYTES // max(1, 8 * (X.shape[1] if X.ndim == 2 else 1)))
+    for a in range(0, X.shape[0], step):
+        X64 = np.asarray(X[a:a + step], dtype=np.float64)
+        if similarity == "cosine":
+            norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
+            X64 = X64 / norms[:, None]
+        # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
+        np.add(X64.astype(dtype), dtype.type(0.0), out=out[a:a + step])
+    return out
+
+
+_PREPARE_BLOCK_BYTES = 2**20  # float64 rows per block of prepare_vectors: a few of them stay in cache
 
 
 def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):

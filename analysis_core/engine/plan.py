@@ -13,18 +13,26 @@ if TYPE_CHECKING:
     from .setup import Setup
 
 
-def positive_tile_pairs(item_u: np.ndarray, codes_c: np.ndarray) -> list[tuple[int, int]]:
-    """Tile pairs (I <= J) that hold at least one same-class pair."""
-    tiles = item_u // TILE
-    pairs: set[tuple[int, int]] = set()
-    ct = np.unique(np.stack([codes_c, tiles], axis=1), axis=0)
-    splits = np.nonzero(np.diff(ct[:, 0]))[0] + 1
-    for group in np.split(ct[:, 1], splits):
-        g = group.tolist()
-        for x in range(len(g)):
-            for y in range(x, len(g)):
-                pairs.add((g[x], g[y]))
-    return sorted(pairs)
+def positive_tile_pairs(item_u: np.ndarray, codes_c: np.ndarray) -> np.ndarray:
+    """Tile pairs (I <= J) that hold at least one same-class pair: (P, 2), sorted by (I, J).
+
+    Each class's distinct tiles, sorted (one integer key per (class, tile)); the pairs are those
+    of tiles d apart in that list for d = 0, 1, ...: one vector step per d, where d only reaches
+    the largest number of tiles a class spans."""
+    tiles = np.asarray(item_u, np.int64) // TILE
+    if tiles.size == 0:
+        return np.zeros((0, 2), np.int64)
+    n_tiles = int(tiles.max()) + 1
+    ct = np.unique(np.asarray(codes_c, np.int64) * n_tiles + tiles)  # by class, then tile
+    cls, t = ct // n_tiles, ct % n_tiles
+    keys = [t * n_tiles + t]
+    for d in range(1, ct.size):
+        same = cls[d:] == cls[:-d]
+        if not same.any():  # classes' tiles are consecutive in ct: no pair d apart, none further
+            break
+        keys.append(t[:-d][same] * n_tiles + t[d:][same])
+    pairs = np.unique(np.concatenate(keys))
+    return np.stack([pairs // n_tiles, pairs % n_tiles], axis=1)
 
 
 def _chunks(tile_entries: np.ndarray, max_entries: int) -> list[tuple[int, int]]:

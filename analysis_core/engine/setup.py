@@ -4,7 +4,6 @@ bookkeeping), sent once to each Dask worker."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 
@@ -23,11 +22,11 @@ KERNELS = ("auto", "count", "cells", "search", "general")
 
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: the key of its tile computer
 class Setup:
     """Everything a block of queries needs, built once per pass by :func:`prepare` (and sent once
     to each Dask worker). Items are in canonical order (positions ``p``); unique vectors are the
-    rows and columns of the tiles. ``token`` identifies the setup (workers cache its tile computer).
+    rows and columns of the tiles.
     """
 
     vectors: np.ndarray  # (unique vectors, d) in canonical order, float32 or float64 (the precision)
@@ -60,7 +59,6 @@ class Setup:
     columns: tuple[str, ...]  # per-query output columns (:func:`~.query_metrics.metric_plan`)
     metric_kernels: np.ndarray  # phase-3 kernel id and cutoff code of each metric column
     metric_cutoffs: np.ndarray
-    token: str
     per_query_pairs: bool = False  # per-query pair histograms and sums (query sampling)
     fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
     kernel: str = "auto"  # see KERNELS
@@ -123,13 +121,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     item_tile = item_u // TILE
     tile_all_query = np.bincount(item_tile[~q_c], minlength=n_tiles) == 0
     tile_all_gallery = np.bincount(item_tile[~g_c], minlength=n_tiles) == 0
-    pos_pairs = np.asarray(positive_tile_pairs(item_u, lab), np.int64).reshape(-1, 2)
+    pos_pairs = positive_tile_pairs(item_u, lab)
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
-    h = hashlib.blake2b(digest_size=16)
-    for a in (Xu, uptr, lab, q_c, g_c):
-        h.update(np.ascontiguousarray(a).data)
-    h.update(repr((similarity, precision, n_bins, ks_arr.tolist(), n_recall, interpolated, per_query_pairs,
-                   columns, hit_rates_only)).encode())
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
@@ -141,7 +134,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         tile_all_query=tile_all_query, tile_all_gallery=tile_all_gallery,
         same_class_tiles=pos_pairs, ks=ks_arr,
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
-        metric_cutoffs=metric_cutoffs, token=h.hexdigest(),
+        metric_cutoffs=metric_cutoffs,
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
         hit_rates_only=hit_rates_only,
     )

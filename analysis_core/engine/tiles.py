@@ -5,6 +5,8 @@ vectors' dtype (float32: sgemm; float64, the ``precision="float64"`` option: dge
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,13 +58,15 @@ class Tiles:
         return (-np.sqrt(d2)).astype(self.dtype, copy=False)
 
 
-_TILES_CACHE: dict[str, Tiles] = {}
+_TILES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Setup -> its Tiles, while it lives
+_TILES_LOCK = threading.Lock()
 
 
 def tiles_for(setup: Setup) -> Tiles:
-    """One tile computer per setup and process (a Dask worker runs many blocks of one setup)."""
-    t = _TILES_CACHE.get(setup.token)
-    if t is None:
-        _TILES_CACHE.clear()
-        t = _TILES_CACHE[setup.token] = Tiles(setup.vectors, setup.similarity)
-    return t
+    """The tile computer of a setup, made once per setup object: the blocks of an in-process pass
+    share it, and so do the tasks of a Dask worker, which keeps the setup scattered to it."""
+    with _TILES_LOCK:
+        t = _TILES.get(setup)
+        if t is None:
+            t = _TILES[setup] = Tiles(setup.vectors, setup.similarity)
+        return t

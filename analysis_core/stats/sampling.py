@@ -190,13 +190,22 @@ def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, a
 
 
 def _satterthwaite(z: np.ndarray, strata: np.ndarray, sample: QuerySample) -> tuple[float, float]:
-    """(variance of the stratified mean of ``z``, Satterthwaite df)."""
+    """(variance of the stratified mean of ``z``, Satterthwaite df). Each stratum's sample
+    variance by two passes over its values shifted by its first value: exactly 0 for a stratum
+    of equal values, whatever their magnitude."""
+    H = sample.N_h.size
     W = sample.N_h / sample.N
-    g_s2 = np.zeros(sample.N_h.size)
-    for h in range(sample.N_h.size):
-        zh = z[strata == h]
-        if zh.size > 1:
-            g_s2[h] = W[h] ** 2 * (1 - zh.size / sample.N_h[h]) / zh.size * np.var(zh, ddof=1)
+    z = np.asarray(z, np.float64)
+    n_h = np.bincount(strata, minlength=H)
+    first = np.zeros(H)
+    first[strata[::-1]] = z[::-1]  # the first value of each stratum (the last write wins)
+    d = z - first[strata]
+    dbar = np.bincount(strata, weights=d, minlength=H) / np.maximum(n_h, 1)
+    e = d - dbar[strata]
+    ss = np.bincount(strata, weights=e * e, minlength=H)
+    many = n_h > 1
+    g_s2 = np.zeros(H)
+    g_s2[many] = W[many] ** 2 * (1 - n_h[many] / sample.N_h[many]) / n_h[many] * ss[many] / (n_h[many] - 1)
     var = float(g_s2.sum())
     if var <= 0:
         return 0.0, float("inf")

@@ -256,3 +256,26 @@ def test_phase_one_collects_every_positive_score_once(seed, na, nb, diag, shared
                             fill, thr)
     for s in range(n_slots):
         assert sorted(thr[toff[s]:toff[s] + fill[s]].tolist()) == sorted(want.get(s, [])), s
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), n_classes=st.sampled_from([1, 2, 7, 60, 2000]),
+       contiguous=st.booleans())
+def test_the_same_class_tile_pairs_are_those_of_some_same_class_item_pair(seed, n, n_classes, contiguous):
+    """Phase 1's plan against enumeration: tile pair (I <= J) is listed iff items of one class lie
+    in tiles I and J (including I = J), over layouts where a class spans one, a few or every tile."""
+    from analysis_core.engine.plan import positive_tile_pairs
+
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, n_classes, n)
+    if contiguous:
+        codes = np.sort(codes)  # the canonical layout's usual shape: classes in runs
+    item_u = np.sort(rng.integers(0, max(n, 1), n))  # vectors in order; shared vectors allowed
+    got = positive_tile_pairs(item_u, codes)
+    tiles = item_u // TILE
+    want = set()
+    for c in np.unique(codes):
+        ts = np.unique(tiles[codes == c]).tolist()
+        want.update((a, b) for a in ts for b in ts if a <= b)
+    assert got.dtype == np.int64 and got.shape == (len(want), 2)
+    assert [tuple(p) for p in got.tolist()] == sorted(want)

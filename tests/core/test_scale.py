@@ -5,6 +5,7 @@ every worker is gone; query sampling's intervals cover the exact mAP and shrink 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("distributed")
 
@@ -388,3 +391,37 @@ def test_fast_kernels_agree_with_the_general_kernel(roles):
     if per_query:
         np.testing.assert_array_equal(fast.query_hist, general.query_hist)
         np.testing.assert_array_equal(fast.query_pair_sums, general.query_pair_sums)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_classes=st.integers(2, 60), per_class=st.integers(1, 30),
+       kind=st.sampled_from(["uniform", "hits", "constant", "constant_strata"]))
+def test_stratified_variance_and_df_equal_the_textbook_formula(seed, n_classes, per_class, kind):
+    """v = sum_h W_h^2 (1 - n_h/N_h) s_h^2 / n_h and Satterthwaite's df, against the formula with
+    exact per-stratum variances (``statistics.variance``: rational arithmetic); a stratum (or every
+    stratum) of equal values has variance exactly 0, so constant data claim no spread."""
+    import statistics
+
+    from analysis_core.stats.sampling import _satterthwaite
+
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, n_classes, n_classes * per_class)
+    N = codes.size
+    assume(N >= 4)
+    qs = stratified_sample(codes, np.arange(N), int(rng.integers(2, N)), seed=seed % 1000)
+    strata = qs.strata_of(qs.chosen)
+    z = {"uniform": rng.random(strata.size), "hits": (rng.random(strata.size) < 0.3).astype(float),
+         "constant": np.full(strata.size, 0.1), "constant_strata": (strata % 3) * 0.1 + 0.7}[kind]
+    var, df = _satterthwaite(z, strata, qs)
+    W = qs.N_h / qs.N
+    g = [W[h] ** 2 * (1 - qs.n_h[h] / qs.N_h[h]) / qs.n_h[h] * statistics.variance(z[strata == h].tolist())
+         if qs.n_h[h] > 1 else 0.0 for h in range(qs.N_h.size)]
+    want = math.fsum(g)
+    if kind.startswith("constant"):
+        assert (var, df) == (0.0, math.inf)
+    elif want == 0:
+        assert var == 0.0
+    else:
+        assert var == pytest.approx(want, rel=1e-12)
+        want_df = want ** 2 / math.fsum(gh ** 2 / (qs.n_h[h] - 1) for h, gh in enumerate(g) if qs.n_h[h] > 1)
+        assert df == pytest.approx(want_df, rel=1e-9)

@@ -147,7 +147,16 @@ def _evaluate(args: argparse.Namespace, ds: Dataset, **kw):
     return ev
 
 
+def _start_numba() -> None:
+    """Load numba's compiled code while the input is read (this process runs no other numba code:
+    no BLAS probe, see :func:`.engine.compiled.load`)."""
+    from .engine import compiled
+
+    compiled.start(probe_blas=False)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    _start_numba()
     ds = _load(args)
     ev = _evaluate(args, ds, block_size=args.block_size, n_threads=args.threads, group_size=args.group_size,
                    max_classes=args.max_classes)
@@ -178,6 +187,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    _start_numba()
     from .export.figures import FigureStyle, Prerender, require_chromium, start_renderer
     from .report import build_report, write_report
 

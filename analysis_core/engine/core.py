@@ -20,41 +20,27 @@ scores; (2) all tiles are streamed, each pair is binned and each negative ranked
 query's positive scores (counting per threshold or binary search, per query row by cost: see
 :mod:`.ranking`); (3) each query's tie blocks give its metrics. Modules: :mod:`.layout`,
 :mod:`.tiles`, :mod:`.setup`, :mod:`.plan`, :mod:`.pool`, :mod:`.phases` (compiled loops in
-:mod:`.positives`, :mod:`.kernels`, :mod:`.binning`, :mod:`.ranking`), :mod:`.results`, :mod:`.tasks`;
+:mod:`.positives`, :mod:`.kernels`, :mod:`.binning`, :mod:`.ranking`), :mod:`.results`, :mod:`.tasks`,
+:mod:`.compiled` (numba's start);
 this one runs a pass in this process (or hands it to :mod:`.distributed`).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 
+from . import compiled
 from .layout import PRECISIONS, gallery_positives
 from .phases import run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
-from .positives import load_compiled_code
 from .results import PassResult, assemble
 from .setup import KERNELS, prepare
 from .tiles import TILE
 
 __all__ = ["KERNELS", "PRECISIONS", "TILE", "PassResult", "Progress", "gallery_positives", "run_pass"]
-
-
-_numba_started = False
-
-
-def _start_numba() -> threading.Thread | None:
-    """A thread loading numba's compiled code, the first time a pass runs in this process."""
-    global _numba_started
-    if _numba_started:
-        return None
-    _numba_started = True
-    warm = threading.Thread(target=load_compiled_code, daemon=True)
-    warm.start()
-    return warm
 
 
 def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = None,
@@ -93,14 +79,13 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         positive score, so only that block is built and ranked: the same values as a full pass
         (tested), at a fraction of the cost. Grouped Recall@K runs many such passes.
     """
-    warm = _start_numba()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
+    warm = compiled.start()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
                     kernel=kernel, precision=precision, hit_rates_only=hit_rates_only)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
-    if warm is not None:
-        warm.join()
+    warm.join()
     n_threads = n_threads or os.cpu_count() or 1
     chunks = [c for c in memory_chunks(setup, memory_mb, n_threads) if setup.tile_has_query[c[0]:c[1]].any()]
     plans = [block_tiles(setup, c0, c1) for c0, c1 in chunks]

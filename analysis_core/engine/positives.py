@@ -115,10 +115,3 @@ def top_thresholds(thr, toff):
         w += 1
     uoff[nq] = w
     return uvals[:w].copy(), ur[:w].copy(), uoff
-
-
-def load_compiled_code() -> None:
-    """Start numba in this process (its first call costs ~0.5 s: target set-up and imports) by
-    loading one small kernel's cached machine code, with the argument types the pass uses."""
-    thr = np.zeros(1, np.float32)
-    distinct_thresholds(thr, np.array([0, 1], np.int64))

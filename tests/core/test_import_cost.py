@@ -52,3 +52,35 @@ def test_evaluating_arrays_does_not_import_the_statistics_or_plotting_stack():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""}, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_command_line_starts_numba_without_importing_scipy_linalg_and_numba_keeps_its_blas(tmp_path):
+    """``evaluate`` on the command line loads numba's code while it reads the input, and keeps
+    numba from importing scipy.linalg to probe for BLAS (a few tenths of a second of the start):
+    the outputs are written, scipy.linalg is not imported; numba's own ``np.dot`` still finds
+    BLAS afterwards (the probe is skipped for ``np.correlate`` / ``np.convolve`` only)."""
+    probe = f"""
+import contextlib, io, json, sys
+import numpy as np
+from analysis_core.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(["evaluate", {str(ROOT / "demo_data" / "digits.npz")!r}, "--quiet", "--out", {str(tmp_path)!r}])
+linalg = "scipy.linalg" in sys.modules
+from numba import njit
+dot = njit(lambda a, b: np.dot(a, b))(np.ones(3), np.ones(3))
+print(json.dumps([code, linalg, float(dot)]))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, False, 3.0]
+    assert (tmp_path / "summary.json").is_file()
+
+
+def test_a_pass_in_a_library_process_leaves_numbas_blas_probe_alone():
+    """Outside the command line (a notebook, the dashboard) numba probes for BLAS as usual."""
+    probe = ("import numpy as np\nfrom analysis_core.engine.core import run_pass\n"
+             "run_pass(np.eye(6, dtype=np.float32), np.arange(6) % 2)\n"
+             "import numba.np.arraymath as a\nprint(a._HAVE_BLAS)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True"

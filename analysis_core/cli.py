@@ -187,7 +187,6 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _start_numba()
     from .export.figures import FigureStyle, Prerender, require_chromium, start_renderer
     from .report import build_report, write_report
 

@@ -2,8 +2,9 @@
 
 numba's first call in a process costs ~0.5-0.9 s (its import, its type and target registries,
 the cached machine code). A pass starts the loading before its NumPy set-up and waits for it
-after (:func:`~.core.run_pass`); the command line starts it before it reads the input, and tells
-numba not to probe for BLAS (see :func:`load`). This module imports numba only in that thread.
+after (:func:`~.core.run_pass`); the command line's ``evaluate`` starts it before it reads the
+input, and tells numba not to probe for BLAS (see :func:`load`). This module imports numba only
+in that thread.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ def start(*, probe_blas: bool = True) -> threading.Thread:
     global _thread
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=load, kwargs={"probe_blas": probe_blas}, daemon=True,
-                                       name="numba-start")
+            _thread = threading.Thread(target=_load_quietly, args=(probe_blas,), daemon=True, name="numba-start")
             _thread.start()
         return _thread
 
@@ -49,6 +49,15 @@ def load(probe_blas: bool = True) -> None:
     from .positives import distinct_thresholds
 
     distinct_thresholds(np.zeros(1, np.float32), np.array([0, 1], np.int64))
+
+
+def _load_quietly(probe_blas: bool) -> None:
+    """:func:`load` in the thread, its failure silent: the pass's first kernel call then loads
+    (or compiles) the code itself and reports any error where the user sees it."""
+    try:
+        load(probe_blas)
+    except Exception:  # noqa: BLE001 - repeated, and reported, by the pass's own first call
+        pass
 
 
 def _not_probed() -> None:

@@ -13,14 +13,16 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
     """The vectors the tiles multiply, in ``precision``: normalised in float64 (cosine), then
     rounded to float32, or kept in float64. float32 input with ``precision="float64"`` is upcast
     (exactly): its products are then computed without float32 rounding, but its values keep the
-    float32 resolution they were given in. Computed in blocks of rows (every step is per element
-    or per row: the same bits as on the whole matrix, without its float64 temporaries)."""
+    float32 resolution they were given in. Computed in C-ordered blocks of rows (every step is per
+    element or per row, each row's sum pairwise): the same bits for any block height and for a
+    Fortran-ordered or strided input as for a C-ordered one, so equal rows stay equal."""
     X = np.asarray(X)
     dtype = np.dtype(precision)
     out = np.empty(X.shape, dtype)
     step = max(1, _PREPARE_BLOCK_BYTES // max(1, 8 * (X.shape[1] if X.ndim == 2 else 1)))
     for a in range(0, X.shape[0], step):
-        X64 = np.asarray(X[a:a + step], dtype=np.float64)
+        # C order: each row's sum is pairwise whatever the input's layout or the block's height
+        X64 = np.ascontiguousarray(X[a:a + step], dtype=np.float64)
         if similarity == "cosine":
             norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
             X64 = X64 / norms[:, None]

@@ -279,3 +279,28 @@ def test_the_same_class_tile_pairs_are_those_of_some_same_class_item_pair(seed, 
         want.update((a, b) for a in ts for b in ts if a <= b)
     assert got.dtype == np.int64 and got.shape == (len(want), 2)
     assert [tuple(p) for p in got.tolist()] == sorted(want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), d=st.sampled_from([3, 8, 257, 1000]), extra=st.sampled_from([0, 1, 2, 130]),
+       precision=st.sampled_from(PRECISIONS), sim=st.sampled_from(["cosine", "dot"]))
+def test_prepared_vectors_do_not_depend_on_the_inputs_memory_layout(seed, d, extra, precision, sim):
+    """The vectors as scored are computed in blocks of rows; a row's norm must be the same sum
+    whatever the input's layout and whichever block (of any height, one row included) it falls
+    in: a C-ordered, a Fortran-ordered and a strided copy give the same bytes, equal to the
+    whole-matrix computation on C order, and a duplicated row stays a duplicate (merged)."""
+    from analysis_core.engine.layout import _PREPARE_BLOCK_BYTES, prepare_vectors
+
+    rng = np.random.default_rng(seed)
+    step = max(1, _PREPARE_BLOCK_BYTES // (8 * d))
+    n = step + extra  # extra = 1: a last block of one row
+    X = rng.standard_normal((n, d)) * 10
+    X[-1] = X[0]
+    X64 = X / np.sqrt(np.add.reduce(X * X, axis=1))[:, None] if sim == "cosine" else X
+    want = (X64.astype(precision) + np.dtype(precision).type(0.0)).tobytes()
+    wide = np.zeros((n, 2 * d))
+    wide[:, ::2] = X
+    for A in (X, np.asfortranarray(X), wide[:, ::2]):
+        assert prepare_vectors(A, sim, precision).tobytes() == want
+        st_ = prepare(A, np.arange(n) % 4, similarity=sim, precision=precision)
+        assert st_.vectors.shape[0] == n - 1  # the duplicated row merged

@@ -9,6 +9,9 @@ import numpy as np
 PRECISIONS = ("float32", "float64")
 
 
+_PREPARE_BLOCK_BYTES = 2**20  # bytes of float64 rows per block of prepare_vectors: a few blocks stay in cache
+
+
 def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") -> np.ndarray:
     """The vectors the tiles multiply, in ``precision``: normalised in float64 (cosine), then
     rounded to float32, or kept in float64. float32 input with ``precision="float64"`` is upcast
@@ -19,7 +22,7 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
     X = np.asarray(X)
     dtype = np.dtype(precision)
     out = np.empty(X.shape, dtype)
-    step = max(1, _PREPARE_BLOCK_BYTES // max(1, 8 * (X.shape[1] if X.ndim == 2 else 1)))
+    step = max(1, _PREPARE_BLOCK_BYTES // max(1, 8 * X.shape[1]))
     for a in range(0, X.shape[0], step):
         # C order: each row's sum is pairwise whatever the input's layout or the block's height
         X64 = np.ascontiguousarray(X[a:a + step], dtype=np.float64)
@@ -29,9 +32,6 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
         # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
         np.add(X64.astype(dtype), dtype.type(0.0), out=out[a:a + step])
     return out
-
-
-_PREPARE_BLOCK_BYTES = 2**20  # float64 rows per block of prepare_vectors: a few of them stay in cache
 
 
 def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):

@@ -26,41 +26,49 @@ def _row_bins(row, lo, inv_width, top, kb):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _row_total(row, b_start):
-    """Sum of the row's scores from ``b_start``, as float64 (a vectorised reduction: its order is
-    fixed by the compiled code and the canonical tile shape, so it is reproducible bit for bit)."""
+def _row_total(row):
+    """Sum of the row's scores as float64, a vectorised reduction: its order is fixed by the
+    compiled code and the canonical tile shape, so it is reproducible bit for bit. (Called on
+    ``row[b_start:]``: with a start only known at run time LLVM leaves the loop scalar, a
+    dependent add per score, measured 0.1 ms a tile.)"""
     s = 0.0
-    for b in range(b_start, row.shape[0]):
+    for b in range(row.shape[0]):
         s += np.float64(row[b])
     return s
 
 
+LANES = 8  # the negative scatter's sub-histograms (see _scatter)
+
+
 @njit(cache=True, nogil=True)
-def _scatter(kb, b0, b1, hist):
-    """``hist[0, b & 3, kb[b]] += 1`` for b in [b0, b1), four at a time written out (LLVM keeps
-    the four lanes' increments independent: measured 1.2x faster than the indexed lane)."""
-    b = b0
-    while b < b1 and b & 3:
-        hist[0, b & 3, kb[b]] += 1
-        b += 1
-    while b + 4 <= b1:
-        hist[0, 0, kb[b]] += 1
-        hist[0, 1, kb[b + 1]] += 1
-        hist[0, 2, kb[b + 2]] += 1
-        hist[0, 3, kb[b + 3]] += 1
-        b += 4
-    while b < b1:
-        hist[0, b & 3, kb[b]] += 1
+def _scatter(kb, nb, lanes):
+    """``lanes[l, kb[b]] += 1`` for every b, the LANES sub-histograms in turn: consecutive
+    increments of one bin (a row's scores crowd into few bins) do not wait on each other's store.
+    Written out eight at a time; measured 1.4x faster than four lanes, sixteen no faster."""
+    b = 0
+    while b + 8 <= nb:
+        lanes[0, kb[b]] += 1
+        lanes[1, kb[b + 1]] += 1
+        lanes[2, kb[b + 2]] += 1
+        lanes[3, kb[b + 3]] += 1
+        lanes[4, kb[b + 4]] += 1
+        lanes[5, kb[b + 5]] += 1
+        lanes[6, kb[b + 6]] += 1
+        lanes[7, kb[b + 7]] += 1
+        b += 8
+    while b < nb:
+        lanes[b & 7, kb[b]] += 1
         b += 1
 
 
 @njit(cache=True, nogil=True)
 def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
-    """Every pair of tile S into ``hist[same, lane, bin]`` (4 interleaved lanes: consecutive
-    increments of one bin do not wait on each other) and the tile's positive / negative score sums
-    into ``sums``. Each row is binned whole as negatives first (a branch-free scatter), then its
-    few same-class columns are moved to the positive histogram (found by the column labels'
-    sort: one range per row). ``kb``: a per-worker int32 buffer of at least ``S.shape[1]``."""
+    """Every pair of tile S into ``hist[same, lane, bin]`` (the caller sums the lanes) and the
+    tile's positive / negative score sums into ``sums``. Each row is binned whole as negatives
+    first (a branch-free scatter into LANES sub-histograms of the tile, added to ``hist`` at its
+    end), then its few same-class columns are moved to the positive histogram (found by the column
+    labels' sort: one range per row). ``kb``: a per-worker int32 buffer of at least
+    ``S.shape[1]``."""
     na, nb = S.shape
     top = hist.shape[2] - 1
     labc = ulab[b0:b0 + nb]
@@ -68,11 +76,15 @@ def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
     sorted_lab = labc[by_class]
     spos = 0.0
     sneg = 0.0
+    lanes = np.zeros((LANES, top + 1), np.int64)
     for a in range(na):
         row = S[a]
         b_start = a + 1 if diag else 0  # a diagonal element is the item itself
         _row_bins(row, lo, inv_width, top, kb)
-        _scatter(kb, b_start, nb, hist)
+        if diag:
+            _scatter(kb[b_start:], nb - b_start, lanes)
+        else:
+            _scatter(kb, nb, lanes)
         sp = 0.0
         la = ulab[a0 + a]
         for p in range(np.searchsorted(sorted_lab, la), np.searchsorted(sorted_lab, la, side="right")):
@@ -82,6 +94,9 @@ def bin_tile(S, a0, b0, diag, ulab, hist, lo, inv_width, sums, kb):
                 hist[1, b & 3, kb[b]] += 1
                 sp += np.float64(row[b])
         spos += sp
-        sneg += _row_total(row, b_start) - sp
+        sneg += _row_total(row[b_start:]) - sp
+    for lane in range(LANES):
+        for k in range(top + 1):
+            hist[0, lane & 3, k] += lanes[lane, k]
     sums[0] = spos
     sums[1] = sneg

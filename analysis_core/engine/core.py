@@ -33,7 +33,7 @@ import numpy as np
 
 from . import compiled
 from .layout import PRECISIONS, gallery_positives
-from .phases import run_block
+from .phases import compute_ahead, run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
 from .results import PassResult, assemble
@@ -85,13 +85,16 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
                     kernel=kernel, precision=precision, hit_rates_only=hit_rates_only)
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
-    warm.join()
     n_threads = n_threads or os.cpu_count() or 1
     chunks = [c for c in memory_chunks(setup, memory_mb, n_threads) if setup.tile_has_query[c[0]:c[1]].any()]
     plans = [block_tiles(setup, c0, c1) for c0, c1 in chunks]
+    # numba still loading (a process's first pass: the command line): its other core computes the
+    # first block's tiles meanwhile, kept for its phases
+    ahead = compute_ahead(setup, plans[0], warm) if plans else {}
+    warm.join()
     workers = Workers(n_threads, sum(len(a) + len(b) for a, b in plans), progress)
-    blocks = [run_block(setup, c0, c1, block_size=block_size, workers=workers, plan=p)
-              for (c0, c1), p in zip(chunks, plans, strict=True)]
+    blocks = [run_block(setup, c0, c1, block_size=block_size, workers=workers, plan=p, kept=ahead if b == 0 else None)
+              for b, ((c0, c1), p) in enumerate(zip(chunks, plans, strict=True))]
     if progress is not None:
         progress(workers.total, workers.total, "metrics")
     return assemble(setup, blocks)

@@ -22,7 +22,9 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True, inline="always")
-def bump(s, x, uoff, uvals, gt, eq):
+def bump(s, x, uoff, uvals, gt, eq, d=1):
+    """Add ``d`` (a negative score x of query slot s: 1; one taken back off: -1) to the count of
+    the positive score x ties and of the highest one below x (found by binary search)."""
     o0 = uoff[s]
     o1 = uoff[s + 1]
     lo = o0
@@ -34,9 +36,9 @@ def bump(s, x, uoff, uvals, gt, eq):
         else:
             hi = mid
     if lo < o1 and uvals[lo] == x:
-        eq[lo] += 1
+        eq[lo] += d
     if lo > o0:
-        gt[lo - 1] += 1
+        gt[lo - 1] += d
 
 
 @njit(cache=True, nogil=True, fastmath=True)

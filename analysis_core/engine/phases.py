@@ -4,6 +4,7 @@ scores and each pair binned; (3) each query's tie blocks give its metrics."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass
 
@@ -69,8 +70,10 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
 
     def collect(w: int, ij: tuple[int, int]) -> None:
         i, j = ij
-        keep = kept is not None and len(kept) < keep_max  # a kept tile needs its own memory
-        S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
+        S = None if kept is None else kept.get(ij)  # computed ahead (see compute_ahead)
+        keep = S is None and kept is not None and len(kept) < keep_max  # a kept tile needs its own memory
+        if S is None:
+            S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
         with fill_lock:
             collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
                                       setup.is_query, setup.is_gallery, slot, toff, fill, thr)
@@ -211,14 +214,34 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
     return v, c
 
 
+def compute_ahead(setup: Setup, plan, busy: threading.Thread) -> dict[tuple[int, int], np.ndarray]:
+    """Tiles of a block's plan (``(positive tiles, pair tiles)``, :func:`.plan.block_tiles`)
+    computed in this thread while ``busy`` runs (numba's start, which needs one core), the
+    positive tiles first, within the kept-tile budget: ``{tile: scores}`` for :func:`run_block`'s
+    ``kept``. Same call as the phases' (one single-threaded gemm): the same bits."""
+    kept: dict[tuple[int, int], np.ndarray] = {}
+    keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * setup.dtype.itemsize)
+    todo = list(dict.fromkeys(itertools.chain(*plan)))[:keep_max]
+    if not todo or not busy.is_alive():
+        return kept
+    tiles = tiles_for(setup)
+    with single_threaded_blas():
+        for ij in todo:
+            kept[ij] = tiles(*ij)
+            if not busy.is_alive():
+                break
+    return kept
+
+
 def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size: int = TILE,
-              workers: Workers | None = None, plan=None) -> BlockResult:
-    """The three phases for the queries of row tiles [c0, c1) against the whole gallery."""
+              workers: Workers | None = None, plan=None, kept: dict | None = None) -> BlockResult:
+    """The three phases for the queries of row tiles [c0, c1) against the whole gallery.
+    ``kept``: tiles already computed (:func:`compute_ahead`), used instead of recomputing them."""
     tiles = tiles_for(setup)
     pos_tiles, pair_tiles = plan if plan is not None else block_tiles(setup, c0, c1)
     if workers is None:
         workers = Workers(n_threads, len(pos_tiles) + len(pair_tiles), None)
-    kept: dict[tuple[int, int], np.ndarray] = {}  # phase-1 tiles reused by phase 2
+    kept = {} if kept is None else kept  # phase-1 tiles reused by phase 2
     with single_threaded_blas():
         th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
         (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,

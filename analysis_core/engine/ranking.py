@@ -29,12 +29,16 @@ def _count_above(xm, t):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _row_max(row):
-    """The largest score of a non-empty row, in the row's dtype."""
-    m = row[0]
-    for b in range(1, row.shape[0]):
-        m = max(m, row[b])
-    return m
+def _count_at_least(xm, t):
+    """#{x >= t} over the row buffer: whether a row reaches a threshold, as a count (the int32
+    accumulator of :func:`_count_above` vectorises; a running maximum does not: measured 5x
+    slower)."""
+    g = np.int32(0)
+    one = np.int32(1)
+    zero = np.int32(0)
+    for b in range(xm.shape[0]):
+        g = np.int32(g + (one if xm[b] >= t else zero))
+    return np.int64(g)
 
 
 @njit(cache=True, nogil=True)
@@ -46,10 +50,14 @@ def rank_tile(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, 
     na, nb = S.shape
     rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how)
     lowest = np.min(uqmin[b0:b0 + nb])  # +inf: no column is a query being ranked (gallery only)
-    tile_max = -np.inf
+    if lowest == np.inf:
+        return
+    reached = False
     for a in range(na):
-        tile_max = max(tile_max, _row_max(S[a]))
-    if tile_max < lowest:
+        if _count_at_least(S[a], lowest) > 0:
+            reached = True
+            break
+    if not reached:
         return  # no column score reaches its query's lowest positive: nothing to rank
     # the transposed rows that reach no positive are skipped by rank_rows' row maximum: the
     # transposition (0.13 ms a tile) costs less than a column-maximum pass deciding it (0.16 ms)
@@ -72,10 +80,10 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
       unpredictable branches each: cheap when m is small (easy data), slow when m ~ row length.
 
     ``how``: 0 per row, whichever costs least by a measured model (:func:`_way`); 1 counting
-    always; 2 cells always (the tests pin every way against the others). When every column is a
-    gallery item (leave-one-out, a query-only tile against a gallery-only one) the counting
-    passes run on the row itself and the row's few positives are taken off the counts, instead of
-    on a masked copy of the row.
+    always; 2 cells always; 3 search always (the tests pin every way against the others). When
+    every column is a gallery item (leave-one-out, a query-only tile against a gallery-only one)
+    counting and search run on the row itself and what the row's few positives add is taken off,
+    instead of on a masked copy of the row.
 
     ``side``: 0 every column; 1 only columns b > a (a diagonal tile); -1 only b < a (the
     transpose of a diagonal tile). Tiles without shared vectors only (``ulab >= 0``).
@@ -106,23 +114,32 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
             continue
         row = S[a]
         t0 = uvals[o0]
-        if _row_max(row) < t0:
+        # the columns ranked: b > a (side 1), b < a (side -1) or all, the row's positives apart
+        lo_b = a + 1 if side == 1 else 0
+        hi_b = a if side == -1 else nb
+        view = row[lo_b:hi_b]
+        m = _count_at_least(view, t0)  # the row's positives included
+        if m == 0:
             continue  # nothing in the row reaches a positive (most rows of easy data)
         la = ulab[ua]
         p0 = np.searchsorted(sorted_lab, la)
         p1 = np.searchsorted(sorted_lab, la, side="right")
         R = o1 - o0
-        # the columns ranked: b > a (side 1), b < a (side -1) or all, the row's positives apart
-        lo_b = a + 1 if side == 1 else 0
-        hi_b = a if side == -1 else nb
-        if all_gallery and hi_b > lo_b:
-            # counting on the row itself (no masked copy: one pass less), minus what its positives
-            # in [lo_b, hi_b) add: the same counts as on the masked copy
-            view = row[lo_b:hi_b]
-            _, m = _count_above(view, t0)  # the row's positives included: decides the way only
-            if m == 0:
+        if all_gallery:
+            # ranking the row itself (no masked copy: one pass less), minus what its positives in
+            # [lo_b, hi_b) add: the same counts as on the masked copy (m decides the way only)
+            way = _way(how, m, R, nb)
+            if way == SEARCH:
+                for b in range(view.shape[0]):
+                    x = view[b]
+                    if x >= t0:
+                        bump(s, x, uoff, uvals, gt, eq)
+                for p in range(p0, p1):
+                    b = by_class[p]
+                    if lo_b <= b < hi_b and row[b] >= t0:
+                        bump(s, row[b], uoff, uvals, gt, eq, -1)
                 continue
-            if _way(how, m, R, nb) == COUNT:
+            if way == COUNT:
                 n_pv = 0  # the row's positive scores in [lo_b, hi_b), ascending
                 for p in range(p0, p1):
                     b = by_class[p]
@@ -154,7 +171,7 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
         xrow[hi_b:] = -np.inf
         for p in range(p0, p1):
             xrow[by_class[p]] = -np.inf  # positives are not ranked
-        _, m = _count_above(xrow, t0)
+        m = _count_at_least(xrow, t0)
         if m == 0:
             continue
         way = _way(how, m, R, nb)
@@ -179,12 +196,17 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
 
 
 SEARCH, COUNT, CELLS = 0, 1, 2
-#: the cost of ranking by cells, in counting compares (one threshold against one score, measured
-#: 0.135 ns here): ~5.5 ns a score (CELL_COST) plus ~2.5 ns a threshold for the row's table
-#: (CELL_TABLE_COST), measured on near-chance rows (R = 8 ... 1000, every row different): cells
-#: win over counting from R ~ 45 on, 7x at R ~ 1000 (ten classes of a thousand, CIFAR-10's test set)
-CELL_COST = 40
-CELL_TABLE_COST = 18
+#: costs per row in counting compares (one threshold against one score of the row: 0.064 ns
+#: here, AVX2), measured on 512-score rows with every row different (R = 1 ... 512, m = 1 ... 500):
+#: a search scans the row with a branch per score (SEARCH_SCAN a score, ~0.8 ns) and places each
+#: of the m scores reaching t_0 by binary search (SEARCH_STEP a step, ~10 ns); cells cost ~5 ns a
+#: score (CELL_COST) plus ~4.5 ns a threshold for the row's table (CELL_TABLE_COST). Counting then
+#: wins up to R ~ 90 at any m (search only for larger R and few scores reaching t_0), cells from
+#: there on, 3.3x faster at R = 512 (ten classes of a thousand, CIFAR-10's test set: ~6x)
+SEARCH_SCAN = 12
+SEARCH_STEP = 150
+CELL_COST = 80
+CELL_TABLE_COST = 70
 CELL_SLOTS = 4  # thresholds a score is compared with before any branch (see _rank_by_cells)
 SUB_HISTOGRAMS = 4
 
@@ -192,14 +214,16 @@ SUB_HISTOGRAMS = 4
 @njit(cache=True, nogil=True)
 def _way(how, m, R, nb):
     """How a row with R distinct positive scores, m negatives reaching the lowest, of nb
-    columns is ranked: SEARCH, COUNT or CELLS (costs in counting compares; a search step ~64,
-    measured ~12 ns)."""
+    columns is ranked: SEARCH, COUNT or CELLS, whichever the measured costs above make cheapest;
+    ``how`` 1, 2, 3 force counting, cells, search (tests pin every way against the others)."""
     if how == 1:
         return COUNT
     if how == 2:
         return CELLS if R >= 2 else COUNT  # one threshold: one counting pass
+    if how == 3:
+        return SEARCH
     count = R * nb
-    search = 64 * m * (int(np.log2(R)) + 1)
+    search = SEARCH_SCAN * nb + SEARCH_STEP * m * (int(np.log2(R)) + 1)
     cells = CELL_COST * nb + CELL_TABLE_COST * R if R >= 2 else count
     if search <= count and search <= cells:
         return SEARCH

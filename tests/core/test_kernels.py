@@ -175,6 +175,59 @@ def test_ranking_by_cells_equals_counting_by_brute_force(seed, R, nb, clustered,
     _check_cells_by_brute_force(t, x, dtype, rng)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), na=st.integers(1, 60), nb=st.integers(1, 60),
+       side=st.sampled_from([0, 1, -1]), all_gallery=st.booleans(), n_labels=st.sampled_from([1, 3, 20]),
+       r_max=st.sampled_from([3, 40, 200]), dtype=st.sampled_from([np.float32, np.float64]))
+def test_every_way_of_ranking_a_tiles_rows_equals_the_definition(seed, na, nb, side, all_gallery, n_labels, r_max,
+                                                                  dtype):
+    """``rank_rows`` by counting, cells, search and its own choice (``how`` 1, 2, 3, 0) against
+    the definition, counted by brute force: for each query row, the ranked columns (a diagonal
+    tile's b > a or b < a, gallery items, not of the row's class) are placed among the query's
+    distinct positive scores t: ``gt[k]`` counts t_k < x < t_{k+1}, ``eq[k]`` x == t_k. Coarse
+    scores tie thresholds; thresholds partly from the row itself (as positive scores are); rows
+    whose query has no positives, rows of non-queries; every column a gallery item (the row is
+    ranked in place, its positives taken off) or not (a masked copy)."""
+    from analysis_core.engine.ranking import rank_rows
+
+    rng = np.random.default_rng(seed)
+    if side:
+        nb = na  # a diagonal tile: rows and columns are the same items
+    a0, b0 = (0, 0) if side else (0, na)
+    n = na if side else na + nb
+    S = (np.round(rng.standard_normal((na, nb)) * 4) / 4).astype(dtype)
+    ulab = rng.integers(0, n_labels, n).astype(np.int64)
+    uq = (rng.random(n) < 0.8).astype(np.uint8)
+    ug = np.ones(n, np.uint8) if all_gallery else (rng.random(n) < 0.7).astype(np.uint8)
+    uslot = np.where(uq[:n] == 1, np.arange(n), -1).astype(np.int64)
+    thresholds = []
+    for a in range(n):
+        pool = np.concatenate([S[a - a0] if a0 <= a < a0 + na else [], np.round(rng.standard_normal(r_max) * 4) / 4])
+        thresholds.append(np.unique(rng.choice(pool, int(rng.integers(0, r_max + 1)))).astype(dtype))
+    uoff = np.concatenate([[0], np.cumsum([t.size for t in thresholds])]).astype(np.int64)
+    uvals = np.concatenate(thresholds).astype(dtype)
+    gt_ref, eq_ref = np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64)
+    for a in range(na):
+        ua = a0 + a
+        if uq[ua] == 0 or uslot[ua] < 0:
+            continue
+        o0, o1 = uoff[uslot[ua]], uoff[uslot[ua] + 1]
+        cols = [b for b in range(nb) if (side != 1 or b > a) and (side != -1 or b < a)
+                and ug[b0 + b] == 1 and ulab[b0 + b] != ulab[ua]]
+        for x in S[a, cols]:
+            k = int(np.searchsorted(uvals[o0:o1], x))  # #{t < x}
+            if k > 0:
+                gt_ref[o0 + k - 1] += 1
+            if k < o1 - o0 and uvals[o0 + k] == x:
+                eq_ref[o0 + k] += 1
+    for how in (0, 1, 2, 3):
+        gt, eq = np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64)
+        xm = np.full(nb + 5, np.nan, dtype)  # a used buffer
+        rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how)
+        np.testing.assert_array_equal(gt, gt_ref, err_msg=f"how={how}")
+        np.testing.assert_array_equal(eq, eq_ref, err_msg=f"how={how}")
+
+
 def _check_cells_by_brute_force(t, x, dtype, rng):
     from analysis_core.engine.ranking import CELL_SLOTS, SUB_HISTOGRAMS, _rank_by_cells
 
@@ -304,3 +357,59 @@ def test_prepared_vectors_do_not_depend_on_the_inputs_memory_layout(seed, d, ext
         assert prepare_vectors(A, sim, precision).tobytes() == want
         st_ = prepare(A, np.arange(n) % 4, similarity=sim, precision=precision)
         assert st_.vectors.shape[0] == n - 1  # the duplicated row merged
+
+
+class _LoadingFor:
+    """Stands in for numba's start thread (``compiled.start``): alive for the first ``n`` looks,
+    so :func:`~analysis_core.engine.phases.compute_ahead` computes that many tiles first."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def is_alive(self) -> bool:
+        self.n -= 1
+        return self.n >= 0
+
+    def join(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), ahead=st.integers(1, 40), n_classes=st.sampled_from([3, 40, 300]),
+       roles=st.sampled_from(["loo", "query_gallery", "sample"]), dup_share=st.sampled_from([0.0, 0.05]))
+def test_tiles_computed_while_numba_loads_give_the_same_pass(precision, seed, ahead, n_classes, roles, dup_share):
+    """A process's first pass computes tiles while numba's code loads (the command line) and the
+    phases use them: the same bits as a pass that computes every tile itself, whether the loading
+    ends after a few positive tiles, among the pair tiles or after every tile of the block."""
+    from analysis_core.engine import compiled, core
+
+    rng = np.random.default_rng(seed)
+    n = 2 * TILE + int(rng.integers(1, TILE))
+    X, y = _mixed_data(rng, n, 6, n_classes, dup_share)
+    kw = {"loo": {}, "sample": {"is_query": rng.random(n) < 0.2},
+          "query_gallery": {"is_query": np.arange(n) % 3 == 0, "is_gallery": np.arange(n) % 3 != 1}}[roles]
+    args = dict(n_bins=32, n_threads=2, precision=precision, per_query_pairs=roles != "loo", **kw)
+    plain = run_pass(X, y, **args)
+    computed = []
+    real = core.compute_ahead
+
+    def spy(setup, plan, busy):
+        kept = real(setup, plan, busy)
+        computed.append((len(kept), len({*plan[0], *plan[1]})))
+        return kept
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled, "start", lambda **_: _LoadingFor(ahead))
+        mp.setattr(core, "compute_ahead", spy)
+        early = run_pass(X, y, **args)
+    (kept, of), = computed
+    assert kept == min(ahead, of) > 0
+    assert early.values.tobytes() == plain.values.tobytes()
+    assert early.pr_curves.tobytes() == plain.pr_curves.tobytes()
+    np.testing.assert_array_equal(early.hist_pos, plain.hist_pos)
+    np.testing.assert_array_equal(early.hist_neg, plain.hist_neg)
+    assert (early.sum_pos, early.sum_neg) == (plain.sum_pos, plain.sum_neg)
+    if roles != "loo":
+        np.testing.assert_array_equal(early.query_hist, plain.query_hist)
+        np.testing.assert_array_equal(early.query_pair_sums, plain.query_pair_sums)

@@ -12,6 +12,7 @@ from .engine.core import PRECISIONS, PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .metrics.registry import put_key, query_columns
+from .options import check_alpha, check_int, check_ks
 from .stats.histograms import jensen_shannon
 from .stats.sampling import (
     BOOTSTRAP_REPS,
@@ -300,11 +301,17 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     validate(ds, similarity)
     if precision not in PRECISIONS:
         raise InputError("settings", f"unknown precision '{precision}'.", f"use one of {', '.join(PRECISIONS)}.")
-    if n_recall < 2:
-        raise InputError("settings", f"n_recall = {n_recall} gives no recall grid.", "use at least 2 points.")
-    ks = tuple(sorted({1, *(int(k) for k in ks)}))
-    if ks[0] < 1:
-        raise InputError("settings", f"k values must be positive, got {ks}.", "use e.g. --k 1,2,4,8.")
+    ks = tuple(sorted({1, *check_ks(ks)}))
+    n_recall = check_int(n_recall, "n_recall (points of the recall grid)", 2)
+    n_bins = check_int(n_bins, "n_bins (similarity histogram bins)", 1, maximum=10**6)
+    block_size = check_int(block_size, "block_size", 1)
+    n_threads = check_int(n_threads, "n_threads", 1, none=True)
+    group_size = check_int(group_size, "group_size (classes per group)", 2, none=True)
+    group_repeats = check_int(group_repeats, "group_repeats", 1)
+    max_classes = check_int(max_classes, "max_classes", 2, none=True)
+    query_sample = check_int(query_sample, "query_sample", 2, none=True)
+    seed = check_int(seed, "seed", 0)
+    alpha = check_alpha(alpha)
     rows = np.arange(ds.n_items)
     if split is not None:
         if ds.split is None:
@@ -317,9 +324,6 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     sampled_from = None
     if max_classes is not None:
         from .stats.class_sweep import sample_classes
-        if max_classes < 2:
-            raise InputError("settings", f"max_classes = {max_classes}: retrieval needs two classes.",
-                             "use at least 2.")
         sampled_from = int(np.unique(ds.label_codes[rows]).size)
         rows = rows[np.sort(sample_classes(ds.label_codes[rows], max_classes, seed))]
     sub = ds if rows.size == ds.n_items else ds.subset(rows)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import numbers
 import os
 import re
 import zipfile
@@ -263,9 +264,17 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
     return a
 
 
+def _is_missing(v) -> bool:
+    """None, a NaN number, pandas' NA or NaT: the missing values an object array of labels holds."""
+    return v is None or (isinstance(v, numbers.Number) and v != v) or type(v).__name__ in ("NAType", "NaTType")
+
+
 def _check_labels(labels: np.ndarray, n: int, source: str) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.dtype == object:
+        missing = np.fromiter((_is_missing(v) for v in labels.ravel()), bool, labels.size)
+        if missing.any():  # None / NaN / pd.NA would become a class named 'None' / 'nan'
+            raise _bad(source, f"missing labels at {_rows(np.nonzero(missing)[0])}.", "give every item a label.")
         try:
             labels = labels.astype(str)
         except Exception as exc:  # noqa: BLE001 - any failure means unusable labels

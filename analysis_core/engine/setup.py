@@ -96,6 +96,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         raise ValueError(f"unknown kernel {kernel!r}: use one of {', '.join(KERNELS)}")
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    if n_bins < 1:
+        raise ValueError(f"n_bins = {n_bins}: the pair histograms need at least one bin")
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")

@@ -62,8 +62,9 @@ def _blocks(relevant: ArrayLike, scores: ArrayLike, caller: str) -> tuple[np.nda
     if rel.dtype.kind not in "biuf" or not np.isin(rel, (0, 1)).all():
         raise InputError(caller, "relevance must be binary (0/1 or False/True).",
                          "threshold graded relevance first, e.g. relevant = grades > 0.")
-    s = s.astype(np.float64)
-    if not np.isfinite(s).all():
+    # integers stay integers: above 2^53 distinct int64 scores would round to equal float64 ones
+    s = s.astype(np.int64 if s.dtype.kind in "bi" else np.uint64 if s.dtype.kind == "u" else np.float64)
+    if s.dtype.kind == "f" and not np.isfinite(s).all():
         bad = np.nonzero(~np.isfinite(s))[0]
         raise InputError(caller, f"scores have NaN or infinite values at position(s) {bad[:5].tolist()}.",
                          "repair or remove those items.")
@@ -71,9 +72,9 @@ def _blocks(relevant: ArrayLike, scores: ArrayLike, caller: str) -> tuple[np.nda
     if not rel.any():
         raise InputError(caller, "no relevant item: the metric is undefined for this ranking.",
                          "evaluate only queries with at least one relevant item.")
-    order = np.argsort(-s, kind="stable")
+    order = np.argsort(s, kind="stable")[::-1]  # best first (no negation: it overflows integers)
     s, rel = s[order], rel[order]
-    starts = np.r_[0, np.nonzero(np.diff(s))[0] + 1]
+    starts = np.r_[0, np.nonzero(s[1:] != s[:-1])[0] + 1]
     t = np.diff(np.r_[starts, s.size])
     r = np.add.reduceat(rel.astype(np.int64), starts)
     keep = r > 0
@@ -81,8 +82,8 @@ def _blocks(relevant: ArrayLike, scores: ArrayLike, caller: str) -> tuple[np.nda
 
 
 def _cutoff(k: int, caller: str) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InputError(caller, f"k must be a positive integer, got {k!r}.", "use e.g. k=1.")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 2**62:
+        raise InputError(caller, f"k must be a positive integer (at most 2**62), got {k!r}.", "use e.g. k=1.")
     return int(k)
 
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+from ..options import check_alpha, check_int
 from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
 from .variability import OneWayResult, balanced_subsample, one_way
@@ -73,8 +76,7 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
 
 
 def _check_alpha(alpha: float) -> None:
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    check_alpha(alpha)
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,23 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
     :meth:`PreparedAnalysis.at`."""
     unknown = set(posthoc) - set(POSTHOC)
     if unknown:
-        raise ValueError(f"unknown post-hoc procedure(s) {sorted(unknown)}; use {sorted(POSTHOC)}")
+        raise InputError("analyse", f"unknown post-hoc procedure(s) {sorted(unknown)}.",
+                         f"use some of {sorted(POSTHOC)}.")
+    missing = [c for c in ("method", "query", "label", value) if c not in ap.columns]
+    if missing:
+        raise InputError("analyse", f"the table has no column(s) {missing} (columns: {list(ap.columns)[:10]}).",
+                         "give one row per method and query with columns method, query, label and the value "
+                         "(Evaluation.per_query or metric_frame make it).")
+    n_permutations = check_int(n_permutations, "n_permutations", 1)
     warn: list[str] = []
+    values = pd.to_numeric(ap[value], errors="coerce").to_numpy(np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():  # a query without positives has no AP: no test may take it as a number
+        warn.append(f"{int((~finite).sum())} of {finite.size} rows have no finite '{value}' (e.g. queries without "
+                    "positives) and were left out of every test.")
+        ap = ap[finite]
+        if metrics is not None and "value" in metrics.columns:
+            metrics = metrics[np.isfinite(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64))]
     if per_class_n:
         ap = balanced_subsample(ap, per_class_n, seed)
         warn.append(f"statistics use a balanced subsample of {per_class_n} queries per class (seed {seed}).")

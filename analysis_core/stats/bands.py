@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
+from ..options import check_alpha, check_int
 from .quantiles import t_quantile
 
 ALL = "all"
@@ -36,6 +37,9 @@ def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind
     """:func:`band`'s columns as arrays, for each matrix of curves (each band is the one it has
     alone). ``done(fraction)``: called as bands are finished (the bootstrap's as its resamples
     are drawn), for progress."""
+    check_alpha(alpha)
+    if kind == "bootstrap":
+        n_boot = check_int(n_boot, "n_boot (bootstrap resamples)", 1)
     out = []
     for curves in curves_list:
         curves = np.asarray(curves, np.float64)

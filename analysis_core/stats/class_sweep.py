@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..engine.core import run_pass
 from ..evaluation import fsum_mean
+from ..options import check_int
 from .grouped_recall import grouped_recall
 from .histograms import jensen_shannon
 from .sampling import QuerySample, query_frame, stratified_mean, stratified_sample
@@ -53,6 +54,11 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items."""
     codes = np.asarray(codes)
     n_all = np.unique(codes).size
+    if counts:
+        # a count of one class has no negatives (every metric 1 by construction); above n_all the
+        # row would be labelled with classes it does not have
+        counts = [check_int(c, "every class count", 2, maximum=n_all)
+                  for c in counts]
     counts = counts or default_class_counts(n_all, lowest=max(2, group_size))
     runs = [(c, r) for c in counts for r in range(repeats if c < n_all else 1)]
     total, done = sum(c for c, _ in runs), 0  # the cost grows with the classes sampled

@@ -12,11 +12,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..errors import InputError
+from ..options import check_int
+
+ERRORS = ("p@1", "ap")  # 1 - P@1 or 1 - AP
+
 
 @dataclass(frozen=True)
 class ErrorRejectCurve:
     """``curve``: fraction_rejected, n_kept, error, oracle_error, random_error. ``auc`` /
-    ``oracle_auc``: the areas under them over the rejected fraction (trapezoid). ``spearman``:
+    ``oracle_auc``: the areas under the (step) curves over the rejected fraction in [0, 1), exact:
+    the mean error over the n possible numbers of kept queries, whatever the plotting grid. ``spearman``:
     rank correlation of confidence with AP, and its p-value (NaN when undefined: ``note`` says
     why)."""
 
@@ -42,8 +48,22 @@ def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarra
     random order, so where the cut falls inside a run of equal confidences the curve is the
     **expected** error over those orders: the curve depends on the confidences, never on row
     order (a constant confidence gives a flat curve at the overall error)."""
+    error = error.lower() if isinstance(error, str) else error
+    if error not in ERRORS:
+        raise InputError("settings", f"unknown error kind {error!r}.", f"use one of {', '.join(ERRORS)}.")
+    n_points = check_int(n_points, "n_points", 2)
     confidence = np.asarray(confidence, np.float64)
-    e = 1.0 - (np.asarray(p_at_1, np.float64) if error == "p@1" else np.asarray(ap, np.float64))
+    ap = np.asarray(ap, np.float64)
+    p_at_1 = np.asarray(p_at_1, np.float64)
+    if not confidence.ndim == ap.ndim == p_at_1.ndim == 1 or not confidence.size == ap.size == p_at_1.size:
+        raise InputError("error-vs-reject", f"confidence, AP and P@1 have shapes {confidence.shape}, {ap.shape}, "
+                         f"{p_at_1.shape}.", "give one value of each per query.")
+    bad = ~(np.isfinite(confidence) & np.isfinite(ap) & np.isfinite(p_at_1))
+    if bad.any():
+        raise InputError("error-vs-reject", f"{int(bad.sum())} queries with a missing (NaN) or infinite "
+                         f"confidence or metric (first at query {int(np.argmax(bad))}).",
+                         "give every query a finite confidence, or leave those queries out.")
+    e = 1.0 - (p_at_1 if error == "p@1" else ap)
     n = e.size
     if n == 0:
         empty = pd.DataFrame(columns=["fraction_rejected", "n_kept", "error", "oracle_error", "random_error"])
@@ -72,5 +92,7 @@ def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarra
     elif np.ptp(ap) == 0:
         note = "Spearman undefined: AP is the same for every query."
     rho, p = (math.nan, math.nan) if note else stats.spearmanr(confidence, ap)
-    return ErrorRejectCurve(curve, float(np.trapezoid(curve["error"], fractions)),
-                            float(np.trapezoid(curve["oracle_error"], fractions)), float(rho), float(p), error, note)
+    # the areas of the step curves over x in [0, 1): rejecting x keeps n - floor(x n) queries, so
+    # each k = 1..n kept holds for 1/n of x: the mean error over k (the grid only draws them)
+    return ErrorRejectCurve(curve, float((expected_sum / kept).mean()), float(oracle.mean()), float(rho), float(p),
+                            error, note)

@@ -27,7 +27,8 @@ from .quantiles import t_quantile
 
 @dataclass(frozen=True)
 class GroupedRecall:
-    """``table``: one row per k with mean, sd (over groups), ci_low, ci_high, n_groups,
+    """``table``: one row per k with mean, sd (over groups), se (its standard error, unclipped:
+    what a difference of two grouped recalls needs), ci_low, ci_high (clipped), n_groups,
     repeat_sd (spread of the partition means over repeats). ``per_group``: repeat, group, k,
     recall, n_queries."""
 
@@ -121,14 +122,14 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
         sizes = by_rep.size()
         n_groups = int(sizes.min()) if len(part) else 0
         m = float(means.mean()) if len(means) else np.nan
-        lo = hi = sd = np.nan
+        lo = hi = sd = se = np.nan
         if n_groups > 1:
             sds = by_rep.std(ddof=1)
             sd = float(sds.mean())
             se = float((sds / np.sqrt(sizes)).mean())
             half = t_quantile(1 - alpha / 2, n_groups - 1) * se
             lo, hi = max(0.0, m - half), min(1.0, m + half)
-        out.append(dict(k=k, mean=m, sd=sd, ci_low=lo, ci_high=hi, n_groups=n_groups,
+        out.append(dict(k=k, mean=m, sd=sd, se=se, ci_low=lo, ci_high=hi, n_groups=n_groups,
                         repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,
                         chance=float(part["chance"].mean()) if len(part) else np.nan))
     return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size

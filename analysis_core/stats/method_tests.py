@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..options import check_alpha, check_int
 from .variability import VALUE_TOLERANCE, clean_values
 
 EXACT_PERMUTATION_MAX_N = 16  # 65 536 sign vectors
@@ -427,6 +428,7 @@ def sign_flip_p_values_many(ds: list[np.ndarray], n_permutations: int = 10_000,
 
 def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -> list[tuple[np.ndarray, bool]]:
     """The p-values of :func:`sign_flip_p_values` for float64 matrices of ``n`` rows, computed."""
+    n_permutations = check_int(n_permutations, "n_permutations", 1)
     obs = [np.abs(d.sum(axis=0)) for d in mats]
     # sums equal up to rounding count as reaching obs
     reach = [o - 1e-12 * np.maximum(1.0, np.abs(d).sum(axis=0)) for d, o in zip(mats, obs, strict=True)]
@@ -626,6 +628,7 @@ def paired_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10
     """Every pair of methods over the queries both answer: mean difference (a - b) with a t
     interval, paired sign-flip permutation test, Wilcoxon signed-rank test, both Holm-corrected
     across pairs, win / tie / loss counts, and ``note`` where something is undefined."""
+    check_alpha(alpha)
     out, diffs = _paired_rows(df, alpha, value)
     out["p_permutation"] = _sign_flip_columns(diffs, n_permutations, seed)
     return _holm_columns(out, alpha)
@@ -719,6 +722,7 @@ def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 1
     across pairs, and the difference of hit rates with its t interval. Where ties at the cutoff
     make some per-query hits fractional (expected hits), the sign-flip permutation test on the
     differences is used instead (for 0/1 hits it is the same conditional test) and ``note`` says so."""
+    check_alpha(alpha)
     out, fractional = _mcnemar_rows(df, alpha, value)
     p = sign_flip_p_values_many([d for _, d in fractional], n_permutations, seed)
     for (i, _), (v, _) in zip(fractional, p, strict=True):
@@ -786,6 +790,7 @@ def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutatio
     permutation test (and Wilcoxon); hit rates (P@1, Recall@K) the exact McNemar test on the
     discordant counts; Holm within each metric (``p_holm``); the effect — mean difference a - b
     with its ``1 - alpha`` t interval — beside every p-value. One row per (metric, pair)."""
+    check_alpha(alpha)
     from ..metrics.registry import summary_metrics
 
     kinds = {m.name: m.kind for m in summary_metrics(tuple(range(1, 1025)))}

@@ -121,6 +121,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     ds = _load(args)
     validate(ds, args.similarity)
     print(_describe(ds))
+    if np.bincount(ds.label_codes).max() < 2:
+        sys.stderr.write("warning: every class has one item: no query has a positive, so every retrieval metric "
+                         "would be undefined. Retrieval needs classes of at least two items.\n")
     return 0
 
 
@@ -144,6 +147,8 @@ def _evaluate(args: argparse.Namespace, ds: Dataset, **kw):
                       progress=None if args.quiet else _progress_printer(), **kw)
     for note in ev.compute_notes:
         sys.stderr.write(f"note: {note}\n")
+    for w in ev.warnings():
+        sys.stderr.write(f"warning: {w}\n")
     return ev
 
 
@@ -299,9 +304,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except OSError as exc:  # the file system refused: a path the user gave, not a bug
+        if exc.filename is None:
+            return _internal_error(exc)
+        sys.stderr.write(f"error: {exc.filename}: {exc.strerror or exc}. Fix: check that the path exists and that "
+                         "you may read it (inputs) or write into it (--out).\n")
+        return 2
+    except MemoryError as exc:
+        sys.stderr.write(f"error: not enough memory ({exc or 'MemoryError'}). Fix: use fewer queries "
+                         "(--query-sample), fewer classes (--max-classes) or smaller settings, or a larger "
+                         "machine.\n")
+        return 2
     except Exception as exc:  # noqa: BLE001 - the user gets a message, never a traceback
-        if os.environ.get("ANALYSIS_CORE_DEBUG"):
-            traceback.print_exc()
-        sys.stderr.write(f"internal error: {exc.__class__.__name__}: {exc}. This is a bug; please report it "
-                         "with the command you ran (ANALYSIS_CORE_DEBUG=1 shows the traceback).\n")
-        return 1
+        return _internal_error(exc)
+
+
+def _internal_error(exc: BaseException) -> int:
+    if os.environ.get("ANALYSIS_CORE_DEBUG"):
+        traceback.print_exception(exc)
+    sys.stderr.write(f"internal error: {exc.__class__.__name__}: {exc}. This is a bug; please report it "
+                     "with the command you ran (ANALYSIS_CORE_DEBUG=1 shows the traceback).\n")
+    return 1

@@ -88,6 +88,19 @@ class Evaluation:
         r = next(iter(self.results.values()))
         return int(np.sum(r.values[:, 0] == 0))
 
+    def warnings(self) -> list[str]:
+        """Results the evaluation leaves undefined, and why (the command line prints them)."""
+        out = []
+        if self.n_queries() == self.n_lone_queries():
+            out.append("no query has a positive (a same-class item in its gallery): every retrieval metric is "
+                       "undefined (null). Retrieval needs classes of at least two items.")
+        for m, g in (self.grouped or {}).items():
+            n_groups = int(g.table["n_groups"].min()) if len(g.table) else 0
+            if n_groups < 2:
+                out.append(f"{m}: grouped recall undefined: groups of {g.group_size} classes make {n_groups} "
+                           "group(s) with a positive, and its interval needs two; use a smaller group size.")
+        return out
+
     def per_query_columns(self, method: str | None = None) -> dict[str, np.ndarray]:
         """Per-query table as ordered columns (one row per (method, query), sorted by method
         then ``query`` = the item's row index in the input). Lone queries have NaN metrics and
@@ -302,7 +315,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     if precision not in PRECISIONS:
         raise InputError("settings", f"unknown precision '{precision}'.", f"use one of {', '.join(PRECISIONS)}.")
     ks = tuple(sorted({1, *check_ks(ks)}))
-    n_recall = check_int(n_recall, "n_recall (points of the recall grid)", 2)
+    n_recall = check_int(n_recall, "n_recall (points of the recall grid)", 2, maximum=10_001)
     n_bins = check_int(n_bins, "n_bins (similarity histogram bins)", 1, maximum=10**6)
     block_size = check_int(block_size, "block_size", 1)
     n_threads = check_int(n_threads, "n_threads", 1, none=True)
@@ -376,6 +389,9 @@ def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None
     """The stratified query sample of ``sub`` and the matching query mask."""
     codes = sub.label_codes
     frame = query_frame(codes, isq, isg)
+    if frame.size < 3:
+        raise InputError("settings", f"a query sample of {n}, but only {frame.size} queries have a positive "
+                         "(a same-class item in the gallery).", "leave sampling out: the exact result is cheap here.")
     if not 2 <= n < frame.size:
         raise InputError("settings", f"a query sample of {n} from {frame.size} queries with a positive.",
                          f"use a sample size from 2 to {frame.size - 1}, or leave sampling out for the exact "

@@ -361,7 +361,8 @@ def validate(ds: Dataset, similarity: str = "cosine") -> None:
             if zero.any():
                 raise _bad(f"{ds.source} [{m}]", f"all-zero vectors at {_rows(np.nonzero(zero)[0])} have no "
                            "direction, so cosine similarity is undefined for them.",
-                           "use --similarity dot or euclidean, or remove those rows.")
+                           "choose the dot or euclidean similarity (--similarity dot, similarity='dot', or the "
+                           "dashboard's Similarity control), or remove those rows.")
     if ds.role is not None:
         if not np.isin(ds.role, ("query", "both")).any():
             raise _bad(ds.source, "no item has role 'query' or 'both'.", "mark some items as queries.")
@@ -455,7 +456,8 @@ def _sniff(inp: _Input) -> str | None:
             return "corrupt_zip"
         if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
             return "torch"
-        return "npz" if names and all(n.endswith(".npy") for n in names) else "zip"
+        # an .npz is a zip of .npy members; other members (a README, a directory entry) are ignored
+        return "npz" if any(n.endswith(".npy") for n in names) else "zip"
     for magic, kind in ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"\x89HDF\r\n\x1a\n", "hdf5"),
                         (b"\x80", "pickle"), (b"PAR1", "parquet"), (b"\x1f\x8b", "gzip")):
         if head.startswith(magic):
@@ -644,8 +646,15 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
     if inp.suffix == ".npy":
         _refuse_kind(_sniff(inp), name)
         return np.asarray(_read_npy(inp, "labels", None))
-    _refuse_kind(_sniff(inp), name)
+    kind = _sniff(inp)
+    _refuse_kind(kind, name)
     data = inp.read()
+    if kind in ("npy", "npz", "parquet", "zip", "gzip") or b"\x00" in data[:65536]:
+        what = {"npy": "a NumPy .npy array", "npz": "a NumPy .npz archive", "parquet": "a Parquet table"}.get(
+            kind, "binary, not text")
+        raise _bad(name, f"the labels file is {what}, but its name ends in '{inp.suffix}', which is read as text "
+                   "lines.", "give labels as .npy (numpy.save(path, y)), .txt or .csv (one label per line), or "
+                   "store them as the 'labels' array of an .npz holding the embeddings.")
     if not data.strip():
         raise _bad(name, "the labels file is empty.", "write one label per line.")
     if inp.suffix in (".csv", ".tsv"):
@@ -758,6 +767,10 @@ def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: 
             cols[c] = df[c].to_numpy(dtype=object) if c != "confidence" else df[c].to_numpy()
     name = method or Path(source).stem
     if "embedding" in df.columns:
+        empty = df["embedding"].isna().to_numpy() | (df["embedding"].astype(str).str.strip() == "").to_numpy()
+        if empty.any():
+            raise _bad(source, f"column 'embedding' has no vector at {_rows(np.nonzero(empty)[0])}.",
+                       "give every row a vector, or remove those rows.")
         vecs = [_parse_list_cell(v, i, source) for i, v in enumerate(df["embedding"].tolist())]
         lens = {v.shape for v in vecs}
         if len(lens) != 1:
@@ -772,7 +785,9 @@ def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: 
         if non_numeric:
             c = non_numeric[0]
             bad_rows = np.nonzero(pd.to_numeric(df[c], errors="coerce").isna().to_numpy())[0]
-            raise _bad(source, f"column '{c}' is not numeric (e.g. {_rows(bad_rows)}), so it cannot be a feature.",
+            where = f"e.g. {_rows(bad_rows)}" if bad_rows.size else f"its values are read as {df[c].dtype}, e.g. " \
+                f"{str(df[c].iloc[0])[:30]!r}"
+            raise _bad(source, f"column '{c}' is not numeric ({where}), so it cannot be a feature.",
                        "fix those values, or name the feature columns with a common prefix and pass it "
                        "(--feature-prefix).")
     if not feat:
@@ -890,8 +905,17 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
         lab = [f for f in files if Path(f[0]).stem.lower() in ("labels", "label") or
                Path(f[0]).suffix.lower() == ".txt"]
         if npys and lab:
+            if len(files) == 1:
+                raise _bad(files[0][0], "looks like a labels file (by its name), but no embeddings were given.",
+                           "give the embeddings file too, e.g. check embeddings.npy --labels labels.npy.")
             labels = lab[0]
             files = [f for f in files if f is not lab[0]]
+    else:
+        own = [name for name, _ in files if Path(name).suffix.lower() != ".npy"]
+        if own:
+            raise _bad(own[0], "a separate labels file was given, but this file holds its own labels (only .npy "
+                       "embeddings take one).", "leave out the labels file (--labels), or store the labels in "
+                       "the file.")
     parts = []
     notes: list[str] = []
     for i, (name, data) in enumerate(files):

@@ -148,11 +148,11 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     if ds.split is None or ev.split is not None:
         return {}
     from .evaluation import evaluate
+    from .stats.grouped_recall import split_group_size
 
     splits = sorted(set(ds.split[ev.rows].tolist()))
     counts = [np.unique(ds.label_codes[ds.split == sp]).size for sp in splits]
-    # grouped recall comparable across splits: one group size S, at most the smallest split's class count
-    size = max(2, min(group_size, *(c for c in counts if c >= 2))) if any(c >= 2 for c in counts) else 2
+    size = split_group_size(counts, group_size)  # grouped recall comparable across splits
     out = {}
     for sp in splits:
         try:

@@ -27,11 +27,26 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
         # C order: each row's sum is pairwise whatever the input's layout or the block's height
         X64 = np.ascontiguousarray(X[a:a + step], dtype=np.float64)
         if similarity == "cosine":
-            norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
+            with np.errstate(over="ignore", under="ignore"):  # such rows are rescaled just below
+                norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
+            extreme = ~((norms > 2.0**-500) & (norms < 2.0**500))  # squares would overflow or underflow
+            if extreme.any():
+                X64 = X64.copy()
+                X64[extreme] = _unit_scale(X64[extreme])
+                norms[extreme] = np.sqrt(np.add.reduce(X64[extreme] * X64[extreme], axis=1))
             X64 = X64 / norms[:, None]
         # + 0.0 turns -0.0 into 0.0 so equal vectors have equal bytes
-        np.add(X64.astype(dtype), dtype.type(0.0), out=out[a:a + step])
+        with np.errstate(over="ignore"):  # beyond float32: infinite scores, refused by setup.prepare
+            np.add(X64.astype(dtype), dtype.type(0.0), out=out[a:a + step])
     return out
+
+
+def _unit_scale(rows: np.ndarray) -> np.ndarray:
+    """Each row times the power of two that brings its largest magnitude into [0.5, 1): exact, and
+    the same direction, so cosine normalisation neither overflows (values ~1e200) nor loses the
+    row to underflow (values ~1e-200)."""
+    _, e = np.frexp(np.max(np.abs(rows), axis=1))
+    return np.ldexp(rows, -e[:, None])
 
 
 def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
@@ -62,7 +77,8 @@ def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
 def score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:
     if similarity == "cosine":
         return -1.0, 1.0
-    m = float(np.sqrt(np.max(np.add.reduce(Xu.astype(np.float64) ** 2, axis=1)))) if Xu.size else 0.0
+    with np.errstate(over="ignore"):  # an infinite range is refused by the caller
+        m = float(np.sqrt(np.max(np.add.reduce(Xu.astype(np.float64) ** 2, axis=1)))) if Xu.size else 0.0
     if m == 0.0:
         return -1.0, 1.0
     return (-m * m, m * m) if similarity == "dot" else (-2.0 * m, 0.0)

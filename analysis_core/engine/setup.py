@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InputError
 from .layout import PRECISIONS, canonical_order, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
 from .query_metrics import metric_plan
@@ -110,6 +111,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     # R of each query = same-class gallery items other than itself
     R = gallery_positives(lab, g_c)[q_pos]
     lo, hi = score_range(Xu, similarity)
+    if not max(abs(lo), abs(hi)) < float(np.finfo(Xu.dtype).max):
+        _overflow(similarity, Xu.dtype, lo, hi)
     first = uptr[:-1]
     n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
     tile_of_u = np.arange(Xu.shape[0]) // TILE
@@ -140,3 +143,16 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
         hit_rates_only=hit_rates_only,
     )
+
+
+def _overflow(similarity: str, dtype: np.dtype, lo: float, hi: float) -> None:
+    """Refuse embeddings whose scores do not fit the score dtype (they would become infinities,
+    all tied): scaling them down changes no ranking."""
+    norm = math.sqrt(hi) if similarity == "dot" else -lo / 2
+    in64 = dtype == np.float32 and max(abs(lo), abs(hi)) < float(np.finfo(np.float64).max)
+    raise InputError("embeddings", f"the {similarity} scores of these vectors overflow {np.dtype(dtype).name} "
+                     f"(the largest vector norm is {f'{norm:.3g}' if math.isfinite(norm) else 'above 1e154'}), so "
+                     "they would all tie at infinity.",
+                     "divide the embeddings by a constant (no ranking changes)" +
+                     (", or compute in double precision (--precision float64, precision='float64')" if in64 else "")
+                     + ", or use cosine similarity.")

@@ -81,9 +81,17 @@ COLUMN_PT, TEXT_PT = 229.5, 469.0
 MAX_ROWS = 40  # longer tables: the first rows here, every row in the CSV twin
 
 
+# combining accents (Unicode NFD) as pdflatex's accent commands: é -> \'{e}, so that accented
+# labels stay distinct from plain ones
+_TEX_ACCENTS = {"\u0300": "\\`", "\u0301": "\\'", "\u0302": "\\^", "\u0303": "\\~", "\u0304": "\\=",
+                "\u0306": "\\u", "\u0307": "\\.", "\u0308": '\\"', "\u030a": "\\r", "\u030b": "\\H",
+                "\u030c": "\\v", "\u0323": "\\d", "\u0327": "\\c", "\u0328": "\\k"}
+
+
 def tex_escape(text: str) -> str:
-    """``text`` for LaTeX: special characters escaped, known Unicode symbols as LaTeX, other
-    non-ASCII letters without their accents (pdflatex rejects characters it has no glyph for)."""
+    """``text`` for LaTeX: special characters escaped, known Unicode symbols as LaTeX, accented
+    Latin letters with pdflatex's accent commands, and any other character (pdflatex has no glyph
+    for it: CJK, Cyrillic, ...) as its code point, ``U+4E2D``: distinct labels stay distinct."""
     import unicodedata
 
     out = []
@@ -95,7 +103,14 @@ def tex_escape(text: str) -> str:
         elif ord(ch) < 128:
             out.append(ch)
         else:
-            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
+            base, *marks = unicodedata.normalize("NFD", ch)
+            if ord(base) < 128 and base.isalpha() and marks and all(m in _TEX_ACCENTS for m in marks):
+                word = "\\i" if base == "i" else "\\j" if base == "j" else base  # dotless under an accent
+                for m in marks:
+                    word = f"{_TEX_ACCENTS[m]}{{{word}}}"
+                out.append(word)
+            else:
+                out.append(f"\\textsc{{u+{ord(ch):04x}}}\\allowbreak{{}}")  # a long name may wrap
     return "".join(out)
 
 

@@ -136,6 +136,14 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
                          else int(classes.size), pd.DataFrame(out), per_group)
 
 
+def split_group_size(class_counts, requested: int = 10) -> int:
+    """One group size S for grouped recall on every split, comparable across them: ``requested``,
+    at most the smallest class count of a split where retrieval is possible (two classes or
+    more), at least 2 (the default S = min(10, smallest class count) of the definition)."""
+    usable = [int(c) for c in class_counts if c >= 2]
+    return max(2, min(requested, *usable)) if usable else 2
+
+
 def chance_hit_rate(class_sizes: np.ndarray, k: int) -> float:
     """Expected Recall@K (hit rate) of a random ranking, leave-one-out, over the queries of items in
     classes of these sizes: a query of a class of n items has R = n - 1 positives among the N - 1

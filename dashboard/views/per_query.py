@@ -23,10 +23,15 @@ def drill_down(key, ev) -> None:
     m = st.selectbox("Method", ev.methods, key="pq-method")
     pq = ev.per_query(m)
     worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
-    components.table(worst, f"worst_queries_{m}", height=300)
+    if worst.empty:
+        st.info("No query has a positive (a same-class item in its gallery): there is no AP to rank. The "
+                "neighbours of any item are still shown below.")
+    else:
+        components.table(worst, f"worst_queries_{m}", height=300)
 
     st.subheader("Drill-down: a query's nearest neighbours")
-    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, int(worst["query"].iloc[0]))
+    first = int(worst["query"].iloc[0]) if not worst.empty else 0
+    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first)
     xf, sq = cache.vectors(key, ds, m)
     scores, idx = query_neighbours(xf, q, 10, similarity=similarity(), sq_norms=sq)
     ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)

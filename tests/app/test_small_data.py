@@ -44,6 +44,15 @@ def _sets() -> dict[str, tuple[bytes, list[str]]]:
         # each split holds one class: within-split retrieval is impossible, every item together works
         "one_class_splits": (_npz(**tiny, split=np.array(["solo"] * 3 + ["rest"] * 3)), ["views/generalization.py"]),
         "perfect": (_npz(labels=tiny["labels"], embeddings=np.repeat(np.eye(2, 4, dtype=np.float32), 3, axis=0)), []),
+        # no query has a positive: every class one item / queries whose classes the gallery lacks
+        "singletons": (_npz(labels=np.array(list("abcde")), embeddings=rng.standard_normal((5, 4)).astype(np.float32)),
+                       []),
+        "lone_queries": (_npz(**tiny, role=np.array(["query"] * 3 + ["gallery"] * 3)), []),
+        # 4 classes in each split (zero-shot): grouped recall needs S <= 4
+        "zero_shot": (_npz(labels=np.repeat([f"c{i}" for i in range(8)], 6),
+                           embeddings=(np.repeat(rng.standard_normal((8, 6)) * 2, 6, axis=0)
+                                       + rng.standard_normal((48, 6))).astype(np.float32),
+                           split=np.repeat(["train", "test"], 24)), ["views/generalization.py"]),
     }
 
 
@@ -78,6 +87,28 @@ def test_every_page_opens_on_the_smallest_data(small_sets, name, page):
     at = _open(name, page)
     assert not _problems(at), _problems(at)
     assert len(at.title) == 1
+
+
+def test_per_query_page_without_any_positive_says_so(small_sets):
+    at = _open("singletons", "views/per_query.py")
+    assert not _problems(at), _problems(at)
+    assert any("No query has a positive" in i.value for i in at.info)
+
+
+def test_generalization_page_defaults_the_group_size_to_the_smallest_splits_classes(small_sets):
+    """Splits of 4 classes: S defaults to 4 (at most the smallest split's class count), so grouped
+    Recall@1 is defined in both splits (S = 10 left it blank without a reason)."""
+    at = _open("zero_shot", "views/generalization.py")
+    assert not _problems(at), _problems(at)
+    assert at.slider[0].value == 4 and at.slider[0].max == 4
+    row = at.dataframe[0].value.set_index("metric").loc["grouped_recall_at_1"]
+    assert np.isfinite(row["train"]) and np.isfinite(row["test"])
+
+
+def test_confidence_page_says_why_spearman_is_undefined(small_sets):
+    at = _open("constant_confidence", "views/confidence.py")
+    assert not _problems(at), _problems(at)
+    assert any("confidence is constant" in w.value for w in at.warning)
 
 
 def test_class_count_slider_at_its_minimum_on_the_600_class_demo():

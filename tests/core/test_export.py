@@ -20,7 +20,7 @@ import pytest
 from analysis_core import evaluate, load_files
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
 from analysis_core.export.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
-from analysis_core.export.tables import to_latex
+from analysis_core.export.tables import tex_escape, to_latex
 from analysis_core.report import build_report, write_report
 
 from .test_cli import ROOT, run_cli
@@ -263,6 +263,20 @@ def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
     assert "First 40 of 2000 rows" in (tmp_path / "long.tex").read_text()
     log = compile_two_column(texs, tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+def test_class_names_in_any_script_stay_distinct_in_latex_and_compile(tmp_path):
+    """Accented labels keep their accents (as accent commands) and letters pdflatex has no glyph
+    for are written as code points: 'café' and 'cafe', '中文' and '日本' stay apart (they were
+    'cafe' twice and '??' twice)."""
+    labels = ["café", "cafe", "中文", "日本", "한국", "Škoda", "naïve", "Ångström", "Привет", "x_1 & y"]
+    escaped = [tex_escape(t) for t in labels]
+    assert len(set(escaped)) == len(labels)
+    df = pd.DataFrame({"class": labels, "mean AP": np.linspace(0, 1, len(labels))})
+    (tmp_path / "scripts.tex").write_text(to_latex(df, caption="Classes", keys=1))
+    log = compile_two_column([tmp_path / "scripts.tex"], tmp_path)
+    assert "Missing character" not in log and log.count("Overfull \\hbox") == 0
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")

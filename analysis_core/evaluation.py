@@ -323,7 +323,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     group_repeats = check_int(group_repeats, "group_repeats", 1)
     max_classes = check_int(max_classes, "max_classes", 2, none=True)
     query_sample = check_int(query_sample, "query_sample", 2, none=True)
-    seed = check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0, maximum=2**128)  # numpy's SeedSequence takes any size
     alpha = check_alpha(alpha)
     rows = np.arange(ds.n_items)
     if split is not None:

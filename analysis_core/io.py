@@ -649,12 +649,14 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
     kind = _sniff(inp)
     _refuse_kind(kind, name)
     data = inp.read()
-    if kind in ("npy", "npz", "parquet", "zip", "gzip") or b"\x00" in data[:65536]:
-        what = {"npy": "a NumPy .npy array", "npz": "a NumPy .npz archive", "parquet": "a Parquet table"}.get(
-            kind, "binary, not text")
-        raise _bad(name, f"the labels file is {what}, but its name ends in '{inp.suffix}', which is read as text "
-                   "lines.", "give labels as .npy (numpy.save(path, y)), .txt or .csv (one label per line), or "
-                   "store them as the 'labels' array of an .npz holding the embeddings.")
+    parquet = kind == "parquet" and data.endswith(b"PAR1")  # a text file may begin with 'PAR1' (a gene name)
+    if kind in ("npy", "npz", "zip", "gzip") or parquet or b"\x00" in data[:65536]:
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        what = {"npy": "a NumPy .npy array", "npz": "a NumPy .npz archive"}.get(
+            kind, "a Parquet table" if parquet else "UTF-16 text (saved as 'Unicode')" if utf16 else "binary, not text")
+        raise _bad(name, f"the labels file is {what}, but its name ends in '{inp.suffix}', which is read as UTF-8 "
+                   "text lines.", "give labels as .npy (numpy.save(path, y)), or as UTF-8 .txt or .csv (one label "
+                   "per line), or store them as the 'labels' array of an .npz holding the embeddings.")
     if not data.strip():
         raise _bad(name, "the labels file is empty.", "write one label per line.")
     if inp.suffix in (".csv", ".tsv"):
@@ -673,7 +675,7 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
             return _labels_from_text(df.iloc[1:, first.index("label")].tolist())
         values = df.iloc[:, 0].tolist()
     else:
-        values = data.decode("utf-8", errors="replace").splitlines()
+        values = data.decode("utf-8-sig", errors="replace").splitlines()  # a BOM is not part of a label
         while values and not values[-1].strip():
             values.pop()
     values = [str(v).strip() for v in values]
@@ -913,9 +915,10 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
     else:
         own = [name for name, _ in files if Path(name).suffix.lower() != ".npy"]
         if own:
-            raise _bad(own[0], "a separate labels file was given, but this file holds its own labels (only .npy "
-                       "embeddings take one).", "leave out the labels file (--labels), or store the labels in "
-                       "the file.")
+            raise _bad(own[0], "a separate labels file was given, but only .npy embeddings take one: .npz, CSV "
+                       "and Parquet files carry their labels inside.", "leave out the labels file (--labels) and "
+                       "store the labels in the file (a 'labels' array, a 'label' column), or save the embeddings "
+                       "as .npy.")
     parts = []
     notes: list[str] = []
     for i, (name, data) in enumerate(files):

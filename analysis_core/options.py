@@ -27,10 +27,14 @@ def check_int(value, name: str, minimum: int, *, none: bool = False, maximum: in
     text and booleans are refused); ``None`` passes when ``none``."""
     if value is None and none:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value)) \
-        and float(value) == int(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        ok = True  # exact, however large (a float test fails beyond 2^53)
+    else:
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value)) \
+            and float(value) == int(value)
     if not ok or not minimum <= int(value) <= maximum:
-        bound = f"from {minimum} to {maximum}" if maximum < _INT64_MAX else f"of at least {minimum}"
+        bound = f"from {minimum} to {maximum}" if maximum < _INT64_MAX or (ok and int(value) > maximum) \
+            else f"of at least {minimum}"
         raise InputError("settings", f"{name} = {value!r} is not a whole number {bound}.",
                          f"give {name} a whole number {bound}" + (" (or leave it out)." if none else "."))
     return int(value)
@@ -38,7 +42,7 @@ def check_int(value, name: str, minimum: int, *, none: bool = False, maximum: in
 
 def check_ks(ks) -> tuple[int, ...]:
     """The cut-offs k of Recall@K / P@K: a non-empty collection of whole numbers >= 1."""
-    if isinstance(ks, (str, bytes)) or not isinstance(ks, Iterable):
+    if isinstance(ks, (str, bytes)) or not isinstance(ks, Iterable) or getattr(ks, "ndim", 1) == 0:
         raise InputError("settings", f"ks = {ks!r} is not a list of cut-offs.", "give e.g. ks=(1, 2, 4, 8).")
     out = tuple(check_int(k, "every k", 1) for k in ks)
     if not out:

@@ -112,7 +112,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     R = gallery_positives(lab, g_c)[q_pos]
     lo, hi = score_range(Xu, similarity)
     if not max(abs(lo), abs(hi)) < float(np.finfo(Xu.dtype).max):
-        _overflow(similarity, Xu.dtype, lo, hi)
+        _overflow(similarity, Xu.dtype, X)
     first = uptr[:-1]
     n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
     tile_of_u = np.arange(Xu.shape[0]) // TILE
@@ -145,14 +145,16 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     )
 
 
-def _overflow(similarity: str, dtype: np.dtype, lo: float, hi: float) -> None:
+def _overflow(similarity: str, dtype: np.dtype, X: np.ndarray) -> None:
     """Refuse embeddings whose scores do not fit the score dtype (they would become infinities,
     all tied): scaling them down changes no ranking."""
-    norm = math.sqrt(hi) if similarity == "dot" else -lo / 2
-    in64 = dtype == np.float32 and max(abs(lo), abs(hi)) < float(np.finfo(np.float64).max)
+    X64 = np.asarray(X, np.float64)
+    top = np.max(np.abs(X64), axis=1, keepdims=True)  # the norm without overflowing its squares
+    top[top == 0] = 1.0
+    norm = float(np.max(top[:, 0] * np.sqrt(np.add.reduce((X64 / top) ** 2, axis=1))))
+    in64 = dtype == np.float32 and norm * norm < float(np.finfo(np.float64).max)  # dot, and euclidean's squares
     raise InputError("embeddings", f"the {similarity} scores of these vectors overflow {np.dtype(dtype).name} "
-                     f"(the largest vector norm is {f'{norm:.3g}' if math.isfinite(norm) else 'above 1e154'}), so "
-                     "they would all tie at infinity.",
+                     f"(the largest vector norm is {norm:.3g}), so they would all tie at infinity.",
                      "divide the embeddings by a constant (no ranking changes)" +
                      (", or compute in double precision (--precision float64, precision='float64')" if in64 else "")
                      + ", or use cosine similarity.")

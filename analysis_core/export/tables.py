@@ -85,7 +85,7 @@ MAX_ROWS = 40  # longer tables: the first rows here, every row in the CSV twin
 # labels stay distinct from plain ones
 _TEX_ACCENTS = {"\u0300": "\\`", "\u0301": "\\'", "\u0302": "\\^", "\u0303": "\\~", "\u0304": "\\=",
                 "\u0306": "\\u", "\u0307": "\\.", "\u0308": '\\"', "\u030a": "\\r", "\u030b": "\\H",
-                "\u030c": "\\v", "\u0323": "\\d", "\u0327": "\\c", "\u0328": "\\k"}
+                "\u030c": "\\v", "\u0323": "\\d", "\u0327": "\\c"}  # no ogonek (\k): OT1 has none
 
 
 def tex_escape(text: str) -> str:
@@ -105,7 +105,8 @@ def tex_escape(text: str) -> str:
         else:
             base, *marks = unicodedata.normalize("NFD", ch)
             if ord(base) < 128 and base.isalpha() and marks and all(m in _TEX_ACCENTS for m in marks):
-                word = "\\i" if base == "i" else "\\j" if base == "j" else base  # dotless under an accent
+                above = any(m not in ("\u0323", "\u0327") for m in marks)  # dot below and cedilla keep the dot
+                word = {"i": "\\i", "j": "\\j"}.get(base, base) if above else base  # dotless under an accent above
                 for m in marks:
                     word = f"{_TEX_ACCENTS[m]}{{{word}}}"
                 out.append(word)

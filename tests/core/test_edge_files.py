@@ -49,7 +49,7 @@ def test_a_labels_file_for_a_file_with_its_own_labels_is_refused(tmp_path):
     _npz(tmp_path / "good.npz", embeddings=X, labels=y)
     (tmp_path / "labels.txt").write_text("\n".join(map(str, y)))
     r = run_cli("check", tmp_path / "good.npz", "--labels", tmp_path / "labels.txt")
-    assert r.returncode == 2 and "holds its own labels" in r.stderr
+    assert r.returncode == 2 and "only .npy embeddings take one" in r.stderr
 
 
 def test_a_labels_file_alone_is_named_as_such(tmp_path):
@@ -174,3 +174,78 @@ def test_a_non_numeric_feature_column_is_named_with_its_type_when_no_value_is_ba
     (tmp_path / "big.csv").write_text(buf.getvalue())
     r = run_cli("check", tmp_path / "big.csv")
     assert r.returncode == 2 and "(e.g. row )" not in r.stderr and "column 'a' is not numeric" in r.stderr
+
+
+@pytest.mark.parametrize("text", ["\ufeffcat\ncat\ndog\ndog\nemu\nemu\n", "PAR1\nPAR1\nPAR2\nPAR2\nPAR3\nPAR3\n",
+                                  "cat\r\ncat\r\ndog\r\ndog\r\nemu\r\nemu\r\n"])
+def test_text_labels_files_load_whatever_their_first_bytes(tmp_path, text):
+    """A UTF-8 BOM is not part of the first label (it split a class in two), a first label
+    'PAR1' (a gene) is not a Parquet magic number, Windows line ends are line ends."""
+    X, _ = _blobs(3, 2)
+    np.save(tmp_path / "emb.npy", X)
+    (tmp_path / "labels.txt").write_bytes(text.encode("utf-8"))
+    ds = ac.load(tmp_path / "emb.npy", labels=tmp_path / "labels.txt")
+    assert np.bincount(ds.label_codes).tolist() == [2, 2, 2]
+    assert not any(lab.startswith("\ufeff") for lab in ds.labels.astype(str))
+
+
+def test_a_utf16_labels_file_is_named_as_such(tmp_path):
+    X, _ = _blobs(2, 3)
+    np.save(tmp_path / "emb.npy", X)
+    (tmp_path / "labels.txt").write_bytes("a\na\na\nb\nb\nb\n".encode("utf-16"))
+    with pytest.raises(InputError, match="UTF-16"):
+        ac.load(tmp_path / "emb.npy", labels=tmp_path / "labels.txt")
+
+
+@pytest.mark.parametrize("seed", [2**53 + 1, 2**63 - 1, np.int64(2**62 + 3), np.uint64(2**63 + 5)])
+def test_whole_numbers_beyond_two_to_the_53_are_whole_numbers(seed):
+    X, y = _blobs()
+    assert ac.evaluate(X, y, seed=seed).to_dict()["methods"]
+
+
+def test_a_zero_dimensional_array_of_cut_offs_is_refused_by_name():
+    X, y = _blobs()
+    with pytest.raises(InputError, match="ks"):
+        ac.evaluate(X, y, ks=np.array(5))
+
+
+def test_the_overflow_message_gives_the_true_norm_and_the_working_fix():
+    """float64 vectors of norm ~3e39 overflow float32 scores but not float64 ones: the message
+    gives that norm (it said 'above 1e154', from the float32 infinities) and offers float64."""
+    X, y = _blobs(dtype=np.float64)
+    X = X * 1e39
+    true = float(np.max(np.linalg.norm(X / 1e39, axis=1))) * 1e39
+    with pytest.raises(InputError, match="precision float64") as exc:
+        ac.evaluate(X, y, similarity="euclidean")
+    assert f"{true:.3g}" in str(exc.value)
+    assert ac.evaluate(X, y, similarity="euclidean", precision="float64").to_dict()["methods"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder owned by another user")
+def test_the_fallback_numba_cache_is_never_a_folder_someone_else_controls(monkeypatch):
+    """numba unpickles its cache index: a cache folder another user made beforehand in the shared
+    temporary directory (predictable name, world-writable) would run their code as this user.
+    Such a folder, or one of ours that others may enter, is passed over for a fresh private one."""
+    import stat
+    import tempfile
+
+    import analysis_core.engine as engine
+
+    with tempfile.TemporaryDirectory() as shared:
+        monkeypatch.setattr(tempfile, "tempdir", shared)
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        planted = Path(shared) / f"analysis_core-numba-{os.getuid()}"
+        planted.mkdir()
+        os.chown(planted, 4242, 4242)
+        planted.chmod(0o777)
+        chosen = engine._private_cache_dir()
+        assert Path(chosen) != planted and Path(chosen).parent == Path(shared)
+        st_ = os.lstat(chosen)
+        assert st_.st_uid == os.getuid() and not st_.st_mode & 0o077 and stat.S_ISDIR(st_.st_mode)
+        os.chown(planted, os.getuid(), os.getgid())  # ours, but others may write into it
+        assert Path(engine._private_cache_dir()) != planted
+        planted.chmod(0o700)  # ours and private: used
+        assert Path(engine._private_cache_dir()) == planted
+        planted.rmdir()
+        assert Path(engine._private_cache_dir()) == planted and planted.is_dir()  # made 0700
+        assert not planted.stat().st_mode & 0o077

@@ -270,7 +270,8 @@ def test_class_names_in_any_script_stay_distinct_in_latex_and_compile(tmp_path):
     """Accented labels keep their accents (as accent commands) and letters pdflatex has no glyph
     for are written as code points: 'café' and 'cafe', '中文' and '日本' stay apart (they were
     'cafe' twice and '??' twice)."""
-    labels = ["café", "cafe", "中文", "日本", "한국", "Škoda", "naïve", "Ångström", "Привет", "x_1 & y"]
+    labels = ["café", "cafe", "中文", "日本", "한국", "Škoda", "naïve", "Ångström", "Привет", "x_1 & y", "Częstochowa",
+              "ḍịç", "Erdős", "ŭ"]
     escaped = [tex_escape(t) for t in labels]
     assert len(set(escaped)) == len(labels)
     df = pd.DataFrame({"class": labels, "mean AP": np.linspace(0, 1, len(labels))})

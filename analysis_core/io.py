@@ -912,13 +912,9 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
                            "give the embeddings file too, e.g. check embeddings.npy --labels labels.npy.")
             labels = lab[0]
             files = [f for f in files if f is not lab[0]]
+        explicit = False
     else:
-        own = [name for name, _ in files if Path(name).suffix.lower() != ".npy"]
-        if own:
-            raise _bad(own[0], "a separate labels file was given, but only .npy embeddings take one: .npz, CSV "
-                       "and Parquet files carry their labels inside.", "leave out the labels file (--labels) and "
-                       "store the labels in the file (a 'labels' array, a 'label' column), or save the embeddings "
-                       "as .npy.")
+        explicit = True
     parts = []
     notes: list[str] = []
     for i, (name, data) in enumerate(files):
@@ -926,6 +922,12 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
         embs, cols = read_bytes(name, data, labels=labels, method=method, feature_prefix=feature_prefix,
                                 max_bytes=max_bytes, notes=notes)
         parts.append((name, embs, cols))
+    own = [name for name, _ in files if Path(name).suffix.lower() != ".npy"] if explicit else []
+    if own:  # after reading: what a file really is (HDF5, a pickle, ...) is the first thing to say
+        raise _bad(own[0], "a separate labels file was given, but only .npy embeddings take one: .npz, CSV "
+                   "and Parquet files carry their labels inside.", "leave out the labels file (--labels) and "
+                   "store the labels in the file (a 'labels' array, a 'label' column), or save the embeddings "
+                   "as .npy.")
     return dataset_from_parts(parts, notes=list(dict.fromkeys(notes)))
 
 

@@ -84,7 +84,7 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
                          "pass split=<array of split names> and within_split='<name>' to evaluate one split.")
     embs = dict(embeddings) if isinstance(embeddings, Mapping) else {name: embeddings}
     ds = Dataset(labels=labels, embeddings=embs, split=split, confidence=confidence, role=role, ids=ids,
-                 source="input arrays")
+                 source="input arrays").ordered()  # natural order (e2 before e10), as files are loaded
     return _evaluate_dataset(ds, split=within_split, progress=progress, **options)
 
 

@@ -35,6 +35,11 @@ def fsum_mean(x: np.ndarray) -> float:
     return math.fsum(x.tolist()) / x.size if x.size else float("nan")
 
 
+#: why a retrieval problem has no metric at all (the command line, the report, the dashboard say it)
+NO_POSITIVE = ("no query has a positive (a same-class item in its gallery): every retrieval metric is undefined "
+               "(null).")
+
+
 @dataclass(frozen=True, repr=False)
 class Evaluation:
     """Results of evaluating every method of a dataset with the same settings.
@@ -92,8 +97,7 @@ class Evaluation:
         """Results the evaluation leaves undefined, and why (the command line prints them)."""
         out = []
         if self.n_queries() == self.n_lone_queries():
-            out.append("no query has a positive (a same-class item in its gallery): every retrieval metric is "
-                       "undefined (null). Retrieval needs classes of at least two items.")
+            out.append(f"{NO_POSITIVE} Retrieval needs classes of at least two items.")
         for m, g in (self.grouped or {}).items():
             n_groups = int(g.table["n_groups"].min()) if len(g.table) else 0
             if n_groups < 2:

@@ -19,10 +19,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .errors import InputError
-from .evaluation import Evaluation
+from .evaluation import NO_POSITIVE, Evaluation
 from .export.figures import FigureStyle, Prerender, write_figures
 from .export.paper_tables import paper_latex
-from .export.tables import json_text, write_per_query, write_table
+from .export.tables import file_stem, json_text, write_per_query, write_table
 from .figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
 from .figures.class_sweep import sweep_figure
 from .figures.error_reject import erc_figure
@@ -156,10 +156,15 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     out = {}
     for sp in splits:
         try:
-            out[sp] = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
-                               group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
+            e = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
+                         group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
         except InputError as exc:
             rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
+            continue
+        if e.n_queries() == e.n_lone_queries():
+            rep.warnings.append(f"split '{sp}' skipped: {NO_POSITIVE}")
+            continue
+        out[sp] = e
     return out
 
 
@@ -366,16 +371,17 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     write_per_query(ev.per_query_columns(), out)
     written += [out / "per_query.csv", out / "per_query.parquet"]
     for sp, e in rep.split_evaluations.items():
-        (out / "splits" / sp).mkdir(parents=True, exist_ok=True)
-        write_per_query(e.per_query_columns(), out / "splits" / sp)
-        written += [out / "splits" / sp / "per_query.csv", out / "splits" / sp / "per_query.parquet"]
+        folder = out / "splits" / file_stem(sp)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_per_query(e.per_query_columns(), folder)
+        written += [folder / "per_query.csv", folder / "per_query.parquet"]
     for name, df in rep.tables.items():
         written += write_table(df, out / "tables", name, rep.captions.get(name),
                                tex=rep.latex.get(name) or paper_latex(name, df, rep.captions.get(name)))
     for name, tex in rep.latex.items():
         if name not in rep.tables:
-            (out / "tables" / f"{name}.tex").write_text(tex)
-            written.append(out / "tables" / f"{name}.tex")
+            (out / "tables" / f"{file_stem(name)}.tex").write_text(tex)
+            written.append(out / "tables" / f"{file_stem(name)}.tex")
     if formats:
         written += write_figures(rep.figures, out / "figures", formats, style, prerendered)
     return written

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from ..errors import InputError
 from ..figures.style import legend_entries, page_layout
+from .tables import file_stem
 
 FORMATS = ("pdf", "svg", "png")
 PX_PER_IN = 96  # CSS pixels per inch; Chromium prints 96 px as 1 in (72 pt)
@@ -321,7 +322,7 @@ def write_figures(figs: dict[str, go.Figure], out: Path, formats: tuple[str, ...
     if prerendered is not None and prerendered.style != (style or FigureStyle()):
         prerendered = None  # rendered for another page
     items = [(name, fig, fmt) for name, fig in figs.items() for fmt in formats]
-    paths = [out / f"{name}.{fmt}" for name, _, fmt in items]
+    paths = [out / f"{file_stem(name)}.{fmt}" for name, _, fmt in items]
     rest = []
     for p, (name, fig, fmt) in zip(paths, items, strict=True):
         data = prerendered.take(name, fig, fmt) if prerendered is not None else None

@@ -6,6 +6,7 @@ import streamlit as st
 
 from analysis_core import Evaluation, InputError
 from analysis_core.errors import ComputeError
+from analysis_core.evaluation import NO_POSITIVE
 from dashboard import cache, components, state
 
 
@@ -87,7 +88,12 @@ def split_evaluations(key: cache.Token, ev: Evaluation, group_size: int = 10, se
     out = {}
     for sp in sorted(set(ds.split.tolist()), key=natural_key):
         try:
-            out[sp] = cache.split_evaluation(key, ds, sp, group_size, seed)
+            e = cache.split_evaluation(key, ds, sp, group_size, seed)
         except InputError as exc:
             components.warnings([f"split '{sp}' skipped: {exc.problem}"])
+            continue
+        if e.n_queries() == e.n_lone_queries():
+            components.warnings([f"split '{sp}' skipped: {NO_POSITIVE}"])
+            continue
+        out[sp] = e
     return out

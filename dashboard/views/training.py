@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis_core.evaluation import NO_POSITIVE
 from analysis_core.figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
 from analysis_core.methods import checkpoint_families
 from analysis_core.metrics.registry import summary_metrics
@@ -19,6 +20,9 @@ got = current()
 if got is not None:
     key, ev = got
     split = key.split or "all"
+    if ev.n_queries() == ev.n_lone_queries():
+        st.info(f"Split '{split}': {NO_POSITIVE} Nothing to follow over checkpoints; choose another split.")
+        st.stop()
     if not checkpoint_families(ev.methods):
         st.caption("No method name ends in a step (e3, epoch_10, step_500, …): the methods are shown in their "
                    "order as one run.")

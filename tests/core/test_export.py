@@ -218,7 +218,7 @@ def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
     assert r"\begin{table*}" in tex and r"\begin{table}" in (cli_report / "tables" / "summary_column.tex").read_text()
     for split, g in frame.groupby("split"):
         best = g.loc[g["map"].idxmax(), "method"]
-        name = best.replace("_", "\\_")
+        name = tex_escape(best)
         row = next(line for line in tex.splitlines() if line.startswith(f"{split} & {name} "))
         assert row.split(" & ")[2].startswith(r"\textbf{"), row
         others = [line for line in tex.splitlines() if line.startswith(f"{split} & ") and line != row]
@@ -335,7 +335,7 @@ def test_training_demo_by_split_tables_compile_in_two_columns_with_bold_best_and
     for t in texs:
         assert all(ord(c) < 128 for c in t.read_text()), t.name
     tex = (out / "tables" / "summary.tex").read_text()
-    for split in ("all", "train", "test\\_seen", "test\\_unseen"):  # every split with its 10 checkpoints
+    for split in map(tex_escape, ("all", "train", "test_seen", "test_unseen")):  # every split, its 10 checkpoints
         assert sum(line.startswith(f"{split} & ") for line in tex.splitlines()) == 10, split
     assert r"\textbf{" in tex and r"$^\dagger$" in tex  # best values bold, significance marked
     assert r"\textbf{" in (out / "tables" / "summary_column.tex").read_text()

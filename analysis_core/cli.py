@@ -193,7 +193,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .export.figures import FigureStyle, Prerender, require_chromium, start_renderer
-    from .report import build_report, write_report
+    from .report import build_report, summary_group_size, write_report
 
     if args.style == "custom" and args.width is None:
         raise InputError("--style custom", "needs the figure width.", "add --width INCHES, e.g. --width 5.")
@@ -202,7 +202,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         require_chromium()  # before minutes of computing, not after
         start_renderer()  # Chromium starts while the report is computed
     ds = _load(args)
-    ev = _evaluate(args, ds, alpha=args.alpha)
+    ev = _evaluate(args, ds, alpha=args.alpha, group_size=summary_group_size(ds, args.split, args.group_size))
     # figures rendered while the rest of the report is computed (Chromium on the other core)
     prerender = Prerender(args.format, style) if args.format else None
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,

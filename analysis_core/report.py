@@ -142,6 +142,19 @@ def _label_split(rep: Report, label: str) -> None:
             t.insert(1 if "method" in t.columns and t.columns[0] == "method" else 0, "split", label)
 
 
+def summary_group_size(ds, split: str | None, requested: int) -> int | None:
+    """The group size S of the report's own Grouped Recall@K in ``summary.json``: ``requested``, at
+    most the class count of the rows evaluated (all, or ``split``'s); None when they have fewer
+    than two classes (or ``split`` is not one of the data's: the evaluation says so)."""
+    codes = ds.label_codes
+    if split is not None:
+        if ds.split is None:
+            return None
+        codes = codes[ds.split == split]
+    n_classes = int(np.unique(codes).size)
+    return min(requested, n_classes) if n_classes >= 2 else None
+
+
 def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> dict:
     """Each split of an all-items evaluation evaluated as its own retrieval problem."""
     ds = ev.dataset
@@ -295,8 +308,12 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     rows, by_size = [], []
     for m in ev.methods:
         for S in sizes:
-            gr = grouped_recall(sub.embeddings[m], codes, group_size=S, ks=ev.ks, similarity=ev.similarity,
-                                seed=seed, alpha=alpha, loo_pass=ev.loo_pass(m))
+            done = (ev.grouped or {}).get(m)  # summary.json's, when its settings are these
+            if done is not None and (done.group_size, done.alpha, done.repeats, done.seed) == (S, alpha, 1, seed):
+                gr = done
+            else:
+                gr = grouped_recall(sub.embeddings[m], codes, group_size=S, ks=ev.ks, similarity=ev.similarity,
+                                    seed=seed, alpha=alpha, loo_pass=ev.loo_pass(m))
             t = gr.table.assign(method=m, group_size=S, n_dropped_classes=gr.n_dropped_classes)
             rows.append(t)
             by_size.append(t[t["k"] == 1])

@@ -22,10 +22,10 @@ import plotly.graph_objects as go
 
 from ..errors import InputError
 from ..figures.style import legend_entries, page_layout
+from .physical_size import PX_PER_IN, sized
 from .tables import file_stem
 
 FORMATS = ("pdf", "svg", "png")
-PX_PER_IN = 96  # CSS pixels per inch; Chromium prints 96 px as 1 in (72 pt)
 PRESET_WIDTHS = {"single": 3.5, "double": 7.2}
 INSTALL_COMMAND = "apt-get install -y chromium fonts-liberation"
 RENDER_TIMEOUT_S = 120.0
@@ -261,7 +261,7 @@ class Prerender:
             with _LOCK:
                 _RENDERER.close()
             return None
-        return _svg_in_inches(data, w, h) if fmt == "svg" else data
+        return sized(data, fmt, w, h, self.style.dpi)
 
 
 def _opts(w: float, h: float, fmt: str, style: FigureStyle) -> dict:
@@ -293,22 +293,9 @@ def figures_bytes(items: list[tuple[go.Figure, str]], style: FigureStyle | None 
         batch = jobs[i:i + BATCH]
         with _LOCK:
             data = _RENDERER.render_many([(page, opts) for page, opts, *_ in batch])
-        out += [_svg_in_inches(d, w, h) if fmt == "svg" else d
+        out += [sized(d, fmt, w, h, style.dpi)
                 for d, (_, _, fmt, w, h) in zip(data, batch, strict=True)]
     return out
-
-
-def _svg_in_inches(data: bytes, w_px: float, h_px: float) -> bytes:
-    """The root element's size in inches (the viewBox keeps the CSS pixels), so programs that
-    read SVG place it at its physical size whatever pixel density they assume."""
-    import re
-
-    text = data.decode()
-    head, sep, rest = text.partition(">")
-    w, h = w_px / PX_PER_IN, h_px / PX_PER_IN
-    head = re.sub(r'\bwidth="[^"]*"', f'width="{w:.4f}in"', head, count=1)
-    head = re.sub(r'\bheight="[^"]*"', f'height="{h:.4f}in"', head, count=1)
-    return (head + sep + rest).encode()
 
 
 def write_figures(figs: dict[str, go.Figure], out: Path, formats: tuple[str, ...],

@@ -169,10 +169,12 @@ def _layout(header: list[str], rows: list[list[str]]) -> tuple[list[float], str,
 
 
 def to_latex(df, caption: str | None = None, label: str | None = None, headers: dict | None = None,
-             max_rows: int = MAX_ROWS, note: str | None = None, keys: int = 1, raw: tuple[str, ...] = ()) -> str:
+             max_rows: int = MAX_ROWS, note: str | None = None, keys: int | None = None,
+             raw: tuple[str, ...] = ()) -> str:
     """A booktabs table that fits a two-column page: ``table`` when it fits the column,
     ``table*`` when it fits the text width, else its columns in several tabulars (the first
-    ``keys`` columns repeated in each). Numbers right-aligned (4 decimals, p-values by
+    ``keys`` columns repeated in each; None: the columns that name a row, :func:`key_columns`).
+    Numbers right-aligned (4 decimals, p-values by
     :func:`~analysis_core.export.number_format.format_p_tex`), text left-aligned, every special
     character escaped except in the ``raw`` columns (cells already in LaTeX: bold, marks, a value
     with its half-width); past ``max_rows`` rows, the first ones and a note that the CSV has all."""
@@ -194,7 +196,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
             align[i], widths[i] = f"p{{{WRAP_PT:g}pt}}", WRAP_PT + 2 * sep
             star = star and 1.03 * sum(widths) > COLUMN_PT
     # column groups that fit the text width, the key columns repeated in each
-    key_cols = list(range(min(keys, len(cols))))
+    key_cols = list(range(min(key_columns(df) if keys is None else keys, len(cols))))
     groups, current = [], list(key_cols)
     for j in range(len(key_cols), len(cols)):
         # 6 % for what the estimate misses in a wide table (bold values with marks and half-widths
@@ -234,6 +236,21 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
         lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
     lines += [rf"\end{{table{star}}}", ""]
     return "\n".join(lines)
+
+
+def key_columns(df, most: int = 3) -> int:
+    """How many leading columns name a row (repeated in every column group of a wide table): the
+    shortest run of leading columns that are not floats (text, integers: split, family, metric,
+    step, k) that tells every row apart, at most ``most``; the whole run when none does; at least 1."""
+    from pandas.api.types import is_float_dtype
+
+    run = 0
+    while run < min(most, len(df.columns) - 1) and not is_float_dtype(df[df.columns[run]]):
+        run += 1
+    for n in range(1, run + 1):
+        if not df.iloc[:, :n].duplicated().any():
+            return n
+    return max(run, 1)
 
 
 def file_stem(name: str) -> str:

@@ -20,11 +20,15 @@ from .quantiles import t_quantile
 from .variability import metric_frame
 
 ALL_ITEMS = "all"
+# why a checkpoint's interval is undefined (by its number of scored queries)
+NO_INTERVAL = {0: "no interval: no scored query", 1: "no interval: one scored query"}
+PAIR_STATISTIC = "no interval: a statistic of all pairs, not a mean over queries"
 
 
 @dataclass(frozen=True)
 class CheckpointAnalysis:
-    """``table``: split, family, method, step, metric, label, value, ci_low, ci_high, n, is_best.
+    """``table``: split, family, method, step, metric, label, value, ci_low, ci_high, n, note (why
+    an interval is undefined), is_best.
     ``tests``: split, family, metric, best, last, mean_diff (best - last), ci_low, ci_high, test,
     p_value, note. ``class_ap``: split, family, method, step, class, mean_ap, n."""
 
@@ -73,13 +77,15 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
                     n = vals.size
                     value = _summary_value(summ, m.key)
                     lo = hi = math.nan
+                    note = NO_INTERVAL.get(min(n, 2), "")
                     if n > 1:
                         half = t_quantile(1 - alpha / 2, n - 1) * vals.std(ddof=1) / math.sqrt(n)
                         lo, hi = max(0.0, value - half), min(1.0, value + half)
                     rows.append(dict(split=split, family=family, method=method, step=step, metric=m.name,
-                                     label=m.label, value=value, ci_low=lo, ci_high=hi, n=n))
+                                     label=m.label, value=value, ci_low=lo, ci_high=hi, n=n, note=note))
                 rows.append(dict(split=split, family=family, method=method, step=step, metric="jsd", label="JSD",
-                                 value=float(summ["jsd"]), ci_low=math.nan, ci_high=math.nan, n=0))
+                                 value=float(summ["jsd"]), ci_low=math.nan, ci_high=math.nan, n=0,
+                                 note=PAIR_STATISTIC))
                 ap = parts.get((method, "map"), none)
                 for cls, part in ap.groupby("label", sort=True):
                     class_rows.append(dict(split=split, family=family, method=method, step=step, **{"class": cls},
@@ -107,6 +113,11 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
             out.append(dict(split=split, family=family, metric=metric, best="", last=last, mean_diff=math.nan,
                             ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,
                             note="undefined: no checkpoint has a value (no scored query)"))
+            continue
+        if len(methods) == 1:
+            out.append(dict(split=split, family=family, metric=metric, best=last, last=last, mean_diff=math.nan,
+                            ci_low=math.nan, ci_high=math.nan, test="", p_value=math.nan,
+                            note="one checkpoint in this family: nothing to compare"))
             continue
         top = part["value"].max()
         best = last if part.loc[part["method"] == last, "value"].iloc[0] == top else \

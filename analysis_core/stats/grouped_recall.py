@@ -38,6 +38,7 @@ class GroupedRecall:
     n_dropped_classes: int
     table: pd.DataFrame
     per_group: pd.DataFrame
+    seed: int = 0  # of the partitions
 
     def summary_frame(self) -> pd.DataFrame:
         """One row per k: group_size, k, mean, its interval, chance level, groups (a copy)."""
@@ -133,7 +134,7 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
                         repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,
                         chance=float(part["chance"].mean()) if len(part) else np.nan))
     return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
-                         else int(classes.size), pd.DataFrame(out), per_group)
+                         else int(classes.size), pd.DataFrame(out), per_group, seed)
 
 
 def split_group_size(class_counts, requested: int = 10) -> int:

@@ -54,3 +54,24 @@ def test_best_against_last_is_the_paired_difference_of_the_two_checkpoints(analy
         only_best = int(((h[p1["best"]] == 1) & (h[p1["last"]] == 0)).sum())
         only_last = int(((h[p1["best"]] == 0) & (h[p1["last"]] == 1)).sum())
         assert p1["p_value"] == pytest.approx(stats.binomtest(only_best, only_best + only_last).pvalue, rel=1e-9)
+
+
+def test_undefined_intervals_and_one_member_families_say_why():
+    """A family of one checkpoint (``a_e5`` beside ``b_e1``, ``b_e2``) has nothing to compare:
+    the tests row says so instead of "the last checkpoint is the best". JSD (a statistic of all
+    pairs) has no interval, and the table's note says why; a defined interval has no note."""
+    from analysis_core.io import Dataset
+
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(4), 3)
+    ds = Dataset(labels=y, embeddings={m: rng.standard_normal((y.size, 4)) for m in ("a_e5", "b_e1", "b_e2")})
+    ca = checkpoint_analysis({"all": evaluate(ds)}, n_permutations=200)
+    tests = ca.tests.set_index("family")
+    assert (tests.loc[["a"], "note"] == "one checkpoint in this family: nothing to compare").all()
+    assert tests.loc[["a"], "mean_diff"].isna().all()
+    assert not tests.loc[["b"], "note"].str.contains("nothing to compare").any()
+    t = ca.table
+    assert t["ci_low"].isna().any()
+    assert (t.loc[t["ci_low"].isna(), "note"] != "").all()
+    assert t.loc[t["metric"] == "jsd", "note"].str.contains("all pairs").all()
+    assert (t.loc[t["ci_low"].notna(), "note"] == "").all()

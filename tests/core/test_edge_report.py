@@ -81,3 +81,44 @@ def test_a_dict_of_methods_is_evaluated_in_natural_order():
     ev = ac.evaluate(embs, y)
     assert ev.methods == ["ck_e1", "ck_e2", "ck_e10"]
     assert list(ev.to_dict()["methods"]) == ["ck_e1", "ck_e2", "ck_e10"]
+
+
+@pytest.mark.parametrize("requested", [4, 10])
+def test_reports_summary_has_grouped_recall_equal_to_its_table(tmp_path, requested):
+    """summary.json of ``report`` gave Grouped Recall@K for each split but not for the data as a
+    whole. It now has it, at S = the requested size or the class count if smaller, with the same
+    numbers as the report's grouped_recall table row of that S."""
+    data = _checkpoints(tmp_path / "d.npz", 2)
+    out = tmp_path / "rep"
+    r = run_cli("report", data, "--out", out, "--format", "", "--sweep-repeats", "1", "--group-size", requested,
+                "--seed", 3, "--quiet")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    import pandas as pd
+
+    table = pd.read_csv(out / "tables" / "grouped_recall.csv")
+    size = min(requested, 6)
+    for m, block in summary["methods"].items():
+        g = block["grouped_recall_at_k"]
+        assert g["group_size"] == size
+        rows = table[(table["method"] == m) & (table["group_size"] == size)].set_index("k")
+        assert len(rows) == len(g["k"]) > 0
+        for k, v in g["k"].items():
+            assert v["mean"] == pytest.approx(rows.loc[int(k), "mean"], abs=1e-12)
+            for key in ("ci_low", "ci_high"):
+                assert (v[key] is None and np.isnan(rows.loc[int(k), key])) or \
+                    v[key] == pytest.approx(rows.loc[int(k), key], abs=1e-12)
+
+
+def test_a_report_of_a_one_class_split_has_no_grouped_recall_and_says_why(tmp_path):
+    """``--split`` naming a split of one class: no groups can be formed; the report still runs."""
+    split = np.where(np.repeat(np.arange(6), 8) == 0, "lone", "rest")
+    data = _checkpoints(tmp_path / "d.npz", 2, split=split)
+    out = tmp_path / "rep"
+    r = run_cli("report", data, "--out", out, "--format", "", "--sweep-repeats", "1", "--split", "rest", "--quiet")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(b["grouped_recall_at_k"]["group_size"] == 5 for b in summary["methods"].values())
+    r = run_cli("report", data, "--out", tmp_path / "rep2", "--format", "", "--sweep-repeats", "1", "--split", "lone",
+                "--quiet")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "one class" in r.stderr, r.stderr

@@ -98,6 +98,13 @@ class Evaluation:
         out = []
         if self.n_queries() == self.n_lone_queries():
             out.append(f"{NO_POSITIVE} Retrieval needs classes of at least two items.")
+        for m, r in self.results.items():
+            n_pairs, n_bins = min(int(r.n_pos_pairs), int(r.n_neg_pairs)), int(np.size(r.hist_pos))
+            if 0 < n_pairs < JSD_MIN_PAIRS_PER_BIN * n_bins:
+                out.append(f"{m}: JSD from {int(r.n_pos_pairs):,} positive and {int(r.n_neg_pairs):,} negative pairs "
+                           f"in {n_bins} bins: with so few pairs per bin the histograms look disjoint even where the "
+                           "scores overlap (JSD is biased towards 1); read it with care, or compare the mean "
+                           "positive and negative similarities.")
         for m, g in (self.grouped or {}).items():
             n_groups = int(g.table["n_groups"].min()) if len(g.table) else 0
             if n_groups < 2:
@@ -292,6 +299,11 @@ def _flatten_summary(s: dict) -> dict[str, float]:
         out[f"{key}_low"] = iv["low"]
         out[f"{key}_high"] = iv["high"]
     return out
+
+
+#: below this many pairs per histogram bin (of the scarcer kind) JSD is flagged as biased upwards:
+#: the empirical histograms of two samples from one distribution then differ by chance
+JSD_MIN_PAIRS_PER_BIN = 10
 
 
 def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = DEFAULT_KS,

@@ -89,7 +89,12 @@ class Dataset:
             elif e.shape[0] != n:
                 raise _bad(src, f"method '{m}' has {e.shape[0]} rows but method '{next(iter(embs))}' has {n}.",
                            "give every method the same items in the same order.")
+            if str(m) in embs:
+                raise _bad(src, f"two methods are both named '{m}' once their names are text (e.g. 1 and '1').",
+                           "give every method a distinct name.")
             embs[str(m)] = e
+        if isinstance(self.labels, (list, tuple)):
+            _check_one_label_type(self.labels, src)  # np.asarray would make [1, '1'] one class silently
         fields = {"embeddings": embs, "labels": _check_labels(_as_array(self.labels, src, "labels"), n, src)}
         for name, col in (("split", "split"), ("confidence", "confidence"), ("role", "role"), ("ids", "id")):
             v = getattr(self, name)
@@ -239,8 +244,9 @@ def _nonfinite(a: np.ndarray, chunk_bytes: int = 64 << 20) -> tuple[np.ndarray, 
 
 
 def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> np.ndarray:
-    """Numeric, 2-D, non-empty, finite; returned C-contiguous as float64 if given as float64,
-    else float32 (a C-contiguous float32/float64 array, memory-mapped or not, is not copied)."""
+    """Numeric, 2-D, non-empty, finite; returned C-contiguous as float64 if given as float64 (or as
+    integers beyond float32's 2^24), else float32 (a C-contiguous float32/float64 array,
+    memory-mapped or not, is not copied)."""
     if a.dtype == object:
         raise _bad(source, f"'{what}' is an object array, which could only be read by unpickling.",
                    "save it as a numeric array (e.g. np.asarray(x, dtype=np.float32)).")
@@ -255,7 +261,7 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
                    "flatten each item's vector into one row.")
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise _bad(source, f"'{what}' is empty (shape {a.shape}).", "provide at least two items with a vector each.")
-    a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
+    a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype == np.float64 or _beyond_float32(a) else np.float32)
     rows, r0, c0 = _nonfinite(a)
     if rows.size:
         raise _bad(source, f"'{what}' has NaN or infinite values at {_rows(rows)} "
@@ -264,9 +270,30 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
     return a
 
 
+def _beyond_float32(a: np.ndarray) -> bool:
+    """Integers float32 would round (magnitudes above 2^24): stored as float64 instead, so that
+    ``precision="float64"`` sees the values given."""
+    return a.dtype.kind in "iu" and a.dtype.itemsize > 2 and bool(
+        max(abs(int(a.max())), abs(int(a.min()))) > 2**24)
+
+
 def _is_missing(v) -> bool:
     """None, a NaN number, pandas' NA or NaT: the missing values an object array of labels holds."""
     return v is None or (isinstance(v, numbers.Number) and v != v) or type(v).__name__ in ("NAType", "NaTType")
+
+
+def _check_one_label_type(values, source: str) -> None:
+    """Labels that are all text or all numbers: a mix (1 and '1') would become one class as text."""
+    text = number = None
+    for i, v in enumerate(values):
+        if isinstance(v, (str, bytes, np.str_, np.bytes_)):
+            text = i if text is None else text
+        elif isinstance(v, numbers.Number) and not _is_missing(v):
+            number = i if number is None else number
+        if text is not None and number is not None:
+            raise _bad(source, f"labels mix numbers and text (row {number}: {values[number]!r}, row {text}: "
+                       f"{values[text]!r}); as text, 1 and '1' would be one class.",
+                       "give every label the same type: all int or all str.")
 
 
 def _check_labels(labels: np.ndarray, n: int, source: str) -> np.ndarray:
@@ -275,6 +302,7 @@ def _check_labels(labels: np.ndarray, n: int, source: str) -> np.ndarray:
         missing = np.fromiter((_is_missing(v) for v in labels.ravel()), bool, labels.size)
         if missing.any():  # None / NaN / pd.NA would become a class named 'None' / 'nan'
             raise _bad(source, f"missing labels at {_rows(np.nonzero(missing)[0])}.", "give every item a label.")
+        _check_one_label_type(labels.ravel(), source)
         try:
             labels = labels.astype(str)
         except Exception as exc:  # noqa: BLE001 - any failure means unusable labels

@@ -73,6 +73,10 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     warning naming it. ``on_figure(name, figure)`` is called with each figure as soon as it is
     final, while the rest is computed (:class:`~analysis_core.export.figures.Prerender` renders
     it in the background)."""
+    if ev.n_queries() == ev.n_lone_queries():  # every table and figure would be empty or NaN
+        where = f"split '{ev.split}'" if ev.split is not None else "the data"
+        raise InputError("report", f"{where}: {NO_POSITIVE}",
+                         "report a split (--split) or data with a class of at least two items.")
     return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split, on_figure=on_figure)
 
 

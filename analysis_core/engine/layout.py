@@ -22,10 +22,13 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
     X = np.asarray(X)
     dtype = np.dtype(precision)
     out = np.empty(X.shape, dtype)
+    shift = euclidean_shift(X) if similarity == "euclidean" else None
     step = max(1, _PREPARE_BLOCK_BYTES // max(1, 8 * X.shape[1]))
     for a in range(0, X.shape[0], step):
         # C order: each row's sum is pairwise whatever the input's layout or the block's height
         X64 = np.ascontiguousarray(X[a:a + step], dtype=np.float64)
+        if shift is not None:
+            X64 = X64 - shift
         if similarity == "cosine":
             with np.errstate(over="ignore", under="ignore"):  # such rows are rescaled just below
                 norms = np.sqrt(np.add.reduce(X64 * X64, axis=1))
@@ -39,6 +42,32 @@ def prepare_vectors(X: np.ndarray, similarity: str, precision: str = "float32") 
         with np.errstate(over="ignore"):  # beyond float32: infinite scores, refused by setup.prepare
             np.add(X64.astype(dtype), dtype.type(0.0), out=out[a:a + step])
     return out
+
+
+EUCLIDEAN_SHIFT_RATIO = 2.0**10  # centre when the data's offset is this many times its spread (squared)
+
+
+def euclidean_shift(X: np.ndarray) -> np.ndarray | None:
+    """The translation euclidean vectors are scored after, or None (the vectors as given).
+
+    Distances do not change under a translation, but their expansion ``|x|^2 + |y|^2 - 2 x.y``
+    cancels away the data when the vectors sit far from the origin (a cloud of spread 0.01 at
+    1e6: mAP 0.33 instead of 0.90), and rounding to float32 keeps ~7 digits of the coordinates,
+    not of their differences. When the midpoint of the data's bounding box is more than
+    ``sqrt(EUCLIDEAN_SHIFT_RATIO)`` times farther from the origin than the box's half-diagonal,
+    the vectors are moved by that midpoint first (in float64). Min and max do not depend on the
+    row order, so neither does the shift; data near the origin are left exactly as given, so the
+    exact ties of integer or binary codes stay ties."""
+    if X.size == 0:
+        return None
+    lo = np.min(X, axis=0).astype(np.float64)
+    hi = np.max(X, axis=0).astype(np.float64)
+    centre, half = lo / 2 + hi / 2, hi / 2 - lo / 2
+    scale = float(np.max(np.abs(centre)))
+    if scale == 0.0 or not np.isfinite(scale):
+        return None
+    c, h = centre / scale, half / scale  # no overflow in the squares
+    return centre if float(c @ c) > EUCLIDEAN_SHIFT_RATIO * float(h @ h) else None
 
 
 def _unit_scale(rows: np.ndarray) -> np.ndarray:

@@ -113,6 +113,12 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     lo, hi = score_range(Xu, similarity)
     if not max(abs(lo), abs(hi)) < float(np.finfo(Xu.dtype).max):
         _overflow(similarity, Xu.dtype, X)
+    if similarity != "cosine":
+        top = float(np.max(np.abs(Xu))) if Xu.size else 0.0
+        sq = top * top * Xu.shape[1]  # bounds the largest dot score and squared distance (float64 tiles)
+        if sq < _SMALLEST_SCORE[Xu.dtype if similarity == "dot" else np.dtype(np.float64)] or (
+                similarity == "euclidean" and top < _SMALLEST_SCORE[Xu.dtype]):
+            _underflow(similarity, Xu.dtype, X)
     first = uptr[:-1]
     n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
     tile_of_u = np.arange(Xu.shape[0]) // TILE
@@ -143,6 +149,31 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
         hit_rates_only=hit_rates_only,
     )
+
+
+# below it a score has lost precision to underflow (subnormal): the normal range over the
+# dtype's relative precision, so that scores down to eps times the largest stay exact
+_SMALLEST_SCORE = {np.dtype(t): float(np.finfo(t).tiny / np.finfo(t).eps) for t in (np.float32, np.float64)}
+
+
+def _underflow(similarity: str, dtype: np.dtype, X: np.ndarray) -> None:
+    """Refuse embeddings whose dot or euclidean scores underflow the score dtype (they would tie
+    at 0, a random ranking); vectors that are all the same (euclidean, every distance truly 0)
+    pass."""
+    from .layout import euclidean_shift
+
+    X64 = np.asarray(X, np.float64)
+    if similarity == "euclidean":
+        shift = euclidean_shift(X64)
+        X64 = X64 if shift is None else X64 - shift
+        if not np.any(X64 != X64[:1]):
+            return
+    top = float(np.max(np.abs(X64))) if X64.size else 0.0
+    if top == 0.0:
+        return  # all-zero vectors: every score is truly 0
+    raise InputError("embeddings", f"the {similarity} scores of these vectors underflow {np.dtype(dtype).name} (the "
+                     f"largest value is {top:.3g}), so nearly all of them would tie at 0.",
+                     "multiply the embeddings by a constant (no ranking changes), or use cosine similarity.")
 
 
 def _overflow(similarity: str, dtype: np.dtype, X: np.ndarray) -> None:

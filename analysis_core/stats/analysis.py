@@ -49,13 +49,20 @@ class VariabilityAnalysis:
             rows += [dict(analysis="two-way ANOVA", test=r.term, statistic=r.F, p_value=r.p_value, note=r.note)
                      for r in self.two_way.itertuples() if r.term != "Residual"]
         if self.mixed is not None:
-            rows += [dict(analysis="mixed model", test=r.term, statistic=r.z, p_value=r.p_value, note=r.note)
+            rows += [dict(analysis="mixed model", test=r.term, statistic=r.t, p_value=r.p_value, note=r.note)
                      for r in self.mixed.table.itertuples() if r.term != "Intercept"]
         if self.paired is not None:
             rows += [dict(analysis=f"paired {r.metric}: {r.test} (Holm)", test=f"{r.method_a} - {r.method_b}",
                           statistic=r.mean_diff, p_value=r.p_holm, note=r.note)
                      for r in self.paired.itertuples()]
         return pd.DataFrame(rows, columns=["analysis", "test", "statistic", "p_value", "note"])
+
+
+SHARED_QUERIES = ("the methods answer the same queries, so the one-way tests over method x class groups and the "
+                  "two-way ANOVA's class term count each query once per method: their class p-values are too "
+                  "small when the methods agree (a copy of a method doubles the evidence). For the class effect "
+                  "on independent queries, choose one method; method differences are tested by the mixed model "
+                  "and the paired tests, which pair the queries.")
 
 
 def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] = ("tukey", "games-howell"),
@@ -119,8 +126,10 @@ class PreparedAnalysis:
             mm = self.mixed.result(alpha)
             warn += mm.warnings
             pt = metric_paired_tests(self.metrics, alpha, self.n_permutations, self.seed)
-        else:
+        elif len(self.data):
             warn.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
+        else:
+            warn.append("no scored query: there is nothing to compare between methods.")
         return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), self.one_way, post, self.two_way, mm,
                                    pt, tuple(dict.fromkeys(warn)))
 
@@ -130,6 +139,8 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
             seed: int = 0, value: str = "ap") -> PreparedAnalysis:
     """The α-free part of :func:`analyse` (same parameters), to be completed by
     :meth:`PreparedAnalysis.at`."""
+    if isinstance(posthoc, str):  # "tukey": one procedure, not its letters
+        posthoc = (posthoc,)
     unknown = set(posthoc) - set(POSTHOC)
     if unknown:
         raise InputError("analyse", f"unknown post-hoc procedure(s) {sorted(unknown)}.",
@@ -140,6 +151,13 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
                          "give one row per method and query with columns method, query, label and the value "
                          "(Evaluation.per_query or metric_frame make it).")
     n_permutations = check_int(n_permutations, "n_permutations", 1)
+    per_class_n = check_int(per_class_n, "per_class_n (queries per class)", 1, none=True)
+    seed = check_int(seed, "seed", 0, maximum=2**128)
+    for col in ("method", "label", "query"):
+        gone = ap[col].isna().to_numpy()
+        if gone.any():
+            raise InputError("analyse", f"{int(gone.sum())} row(s) have no {col} (NaN or None; first at row "
+                             f"{int(np.argmax(gone))}).", f"give every row a {col}, or drop those rows first.")
     warn: list[str] = []
     values = pd.to_numeric(ap[value], errors="coerce").to_numpy(np.float64)
     finite = np.isfinite(values)
@@ -159,6 +177,8 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
     two = mm = None
     two_warn: list[str] = []
     if ap["method"].nunique() > 1:
+        if ap.groupby("query")["method"].nunique().max() > 1:
+            warn.append(SHARED_QUERIES)
         two = two_way_anova(ap, value, two_warn)
         mm = mixed_fit(ap, value)
         if metrics is None:

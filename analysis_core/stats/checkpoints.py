@@ -43,11 +43,22 @@ class CheckpointAnalysis:
 
 def families_of(methods: list[str]) -> dict[str, list[tuple[str, int]]]:
     """Family -> [(method, step)] in step order; without checkpoint names one family ``""`` with
-    the methods' positions as steps."""
+    the methods' positions as steps. Beside checkpoints, a method whose name has no step (a
+    baseline) is a family of its own, one point at step 0 (named after it; ``<name> (no step)``
+    if a family has its name), never left out."""
     fams = checkpoint_families(methods)
     if not fams:
         return {"": [(m, i) for i, m in enumerate(methods)]}
-    return {f: [(m, checkpoint_of(m).step) for m in ms] for f, ms in fams.items()}
+    out = {f: [(m, checkpoint_of(m).step) for m in ms] for f, ms in fams.items()}
+    for m in without_step(methods):
+        out[m if m not in out else f"{m} (no step)"] = [(m, 0)]
+    return out
+
+
+def without_step(methods: list[str]) -> list[str]:
+    """The methods whose names encode no checkpoint step, when others do (else none)."""
+    steps = [checkpoint_of(m) is not None for m in methods]
+    return [m for m, s in zip(methods, steps, strict=True) if not s] if any(steps) else []
 
 
 def _summary_value(summary: dict, key: str) -> float:

@@ -40,6 +40,16 @@ class ErrorRejectCurve:
                               "spearman": self.spearman, "spearman_p": self.spearman_p, "note": self.note}])
 
 
+def _numbers(x, name: str) -> np.ndarray:
+    """``x`` as float64, or the message that it is not numbers."""
+    try:
+        with np.errstate(over="ignore"):
+            return np.asarray(x, np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError("error-vs-reject", f"the {name} values are not numbers ({exc}).",
+                         f"give one number per query for the {name}.") from None
+
+
 def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarray, error: str = "p@1",
                        n_points: int = 101) -> ErrorRejectCurve:
     """Error of the kept queries after rejecting the least confident fraction x (x on a grid of
@@ -52,9 +62,8 @@ def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarra
     if error not in ERRORS:
         raise InputError("settings", f"unknown error kind {error!r}.", f"use one of {', '.join(ERRORS)}.")
     n_points = check_int(n_points, "n_points", 2)
-    confidence = np.asarray(confidence, np.float64)
-    ap = np.asarray(ap, np.float64)
-    p_at_1 = np.asarray(p_at_1, np.float64)
+    confidence, ap, p_at_1 = (_numbers(x, name) for x, name in ((confidence, "confidence"), (ap, "AP"),
+                                                                  (p_at_1, "P@1")))
     if not confidence.ndim == ap.ndim == p_at_1.ndim == 1 or not confidence.size == ap.size == p_at_1.size:
         raise InputError("error-vs-reject", f"confidence, AP and P@1 have shapes {confidence.shape}, {ap.shape}, "
                          f"{p_at_1.shape}.", "give one value of each per query.")

@@ -9,8 +9,11 @@ significant difference from rounding noise (values equal within
 
 Conventions (stated because they differ from some defaults): two-way ANOVA uses type II sums of
 squares (as ``car::Anova``); the mixed model is fitted by exact REML (lme4's ``lmer`` fit and
-standard errors) and its p-values are Wald z tests (``lme4`` gives no p-values; ``lmerTest`` would
-use Satterthwaite t);
+standard errors) and its tests are t tests with the between-within degrees of freedom (a method
+term: observations - queries - (methods - 1), which is (Q - 1)(M - 1) when every method answers
+every query, and the paired t test's Q - 1 for two methods; the intercept: queries - 1), not
+Wald z tests: with few queries z claimed significance on noise (30 % of null runs at α = 0.05
+with 2 queries);
 Wilcoxon's signed-rank test drops zero differences (``zero_method="wilcox"``, R's default) and
 uses no continuity correction (exact distribution for n <= 50 without ties, as R; otherwise the
 normal approximation with tie-corrected variance); the paired permutation test
@@ -34,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..options import check_alpha, check_int
-from .variability import VALUE_TOLERANCE, clean_values
+from .variability import VALUE_TOLERANCE, clean_values, merge_rounding_noise
 
 EXACT_PERMUTATION_MAX_N = 16  # 65 536 sign vectors
 
@@ -67,18 +70,7 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
     if why:
         warn.append(f"two-way ANOVA {why}")
         return _undefined_terms(terms, why)
-    out = _complete_two_way(d[value].to_numpy(np.float64), d["meth"].to_numpy(), d["cls"].to_numpy())
-    if out is None:  # a method x class cell without data: statsmodels' general fit
-        import statsmodels.formula.api as smf  # (imported here: a quarter second the closed form does not need)
-        from statsmodels.stats.anova import anova_lm
-
-        model = smf.ols(f"{value} ~ C(meth) * C(cls)", data=d).fit()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            table = anova_lm(model, typ=2)
-        table = table.rename(index={"C(meth)": "method", "C(cls)": "class", "C(meth):C(cls)": "method:class"})
-        table.index.name = "term"
-        out = table.rename(columns={"PR(>F)": "p_value"}).reset_index()
+    out = _two_way_type2(d[value].to_numpy(np.float64), d["meth"].to_numpy(), d["cls"].to_numpy())
     out["note"] = ""
     bad = out["term"].ne("Residual") & ~np.isfinite(out["p_value"].to_numpy(np.float64))
     if bad.any():
@@ -87,27 +79,32 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
     return out[["term", "sum_sq", "df", "F", "p_value", "note"]]
 
 
-def _complete_two_way(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame | None:
-    """Type II two-way ANOVA with interaction when every a x b cell holds data (None otherwise):
-    the same sums of squares as statsmodels' ``anova_lm(ols(y ~ C(a) * C(b)), typ=2)`` from cell
-    counts and sums, without the n x (levels_a x levels_b) design matrix (minutes at 600 classes).
+def _two_way_type2(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
+    """Type II two-way ANOVA with interaction from cell counts and sums, without the
+    n x (levels_a x levels_b) design matrix (minutes at 600 classes):
     ``SS(a | b) = RSS(b) - RSS(a + b)``, ``SS(b | a) = RSS(a) - RSS(a + b)``,
-    ``SS(ab | a, b) = RSS(a + b) - RSS(a * b)``; the additive fit solves the normal equations with
-    the b effects eliminated (an a x a system)."""
+    ``SS(ab | a, b) = RSS(a + b) - RSS(a * b)``, each term's df the rank the term adds. The
+    additive fit solves the normal equations with the b effects eliminated (an a x a system).
+    Cells without data are allowed: the additive model's rank is ``levels_a + levels_b -
+    components`` of the a-b graph of filled cells, the full model's the number of filled cells
+    (a term left without rank has df 0 and no test). The same as statsmodels' ``anova_lm(ols(y ~
+    C(a) * C(b)), typ=2)`` on complete designs; on incomplete ones that fits a rank-deficient model
+    and its numbers depend on the row order, these do not."""
     from scipy import stats
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
     ia, la = pd.factorize(a, sort=True)
     ib, lb = pd.factorize(b, sort=True)
     m, c = la.size, lb.size
     n_cells = np.bincount(ia * c + ib, minlength=m * c).reshape(m, c).astype(np.float64)
-    if (n_cells == 0).any():
-        return None
+    filled = n_cells > 0
     y = y - y.mean()  # centred: the sums of squares below subtract smaller numbers
     s_cells = np.bincount(ia * c + ib, weights=y, minlength=m * c).reshape(m, c)
     total = float(y @ y)
     n_a, n_b = n_cells.sum(axis=1), n_cells.sum(axis=0)
     s_a, s_b = s_cells.sum(axis=1), s_cells.sum(axis=0)
-    rss_full = total - float((s_cells**2 / n_cells).sum())
+    rss_full = total - float((s_cells[filled] ** 2 / n_cells[filled]).sum())
     rss_a = total - float((s_a**2 / n_a).sum())
     rss_b = total - float((s_b**2 / n_b).sum())
     k = np.diag(n_a) - (n_cells / n_b) @ n_cells.T
@@ -115,14 +112,18 @@ def _complete_two_way(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFra
     eff_a = np.linalg.lstsq(k, r, rcond=None)[0]
     eff_b = (s_b - n_cells.T @ eff_a) / n_b
     rss_add = total - float(eff_a @ s_a + eff_b @ s_b)
-    df_res = float(y.size - m * c)
+    ri, rj = np.nonzero(filled)
+    graph = coo_matrix((np.ones(ri.size), (ri, m + rj)), shape=(m + c, m + c))
+    rank_add = m + c - connected_components(graph, directed=False)[0]
+    n_filled = int(filled.sum())
+    df_res = float(y.size - n_filled)
     ss = np.array([rss_b - rss_add, rss_a - rss_add, rss_add - rss_full, rss_full])
-    dfs = np.array([m - 1, c - 1, (m - 1) * (c - 1), df_res], np.float64)
-    ss[:3] = np.maximum(ss[:3], 0.0)  # rounding below zero
+    dfs = np.array([rank_add - c, rank_add - m, n_filled - rank_add, df_res], np.float64)
+    ss[:3] = np.where(dfs[:3] > 0, np.maximum(ss[:3], 0.0), 0.0)  # rounding below zero; no rank, no sum
     mse = rss_full / df_res
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.r_[ss[:3] / dfs[:3] / mse, np.nan]
-        p = np.r_[stats.f.sf(f[:3], dfs[:3], df_res), np.nan]
+        f = np.r_[np.where(dfs[:3] > 0, ss[:3] / dfs[:3] / mse, np.nan), np.nan]
+        p = np.r_[stats.f.sf(f[:3], np.maximum(dfs[:3], 1), df_res), np.nan]
     return pd.DataFrame({"term": ["method", "class", "method:class", "Residual"], "sum_sq": ss, "df": dfs, "F": f,
                          "p_value": p})
 
@@ -137,7 +138,7 @@ def _levels(col: pd.Series) -> pd.Categorical:
 @dataclass(frozen=True)
 class MixedModelResult:
     """``value ~ method`` with a random intercept per query, fitted by REML.
-    ``table``: term, coef, std_err, z, p_value, ci_low, ci_high, note."""
+    ``table``: term, coef, std_err, t, df, p_value, ci_low, ci_high, note."""
 
     table: pd.DataFrame
     query_variance: float
@@ -158,8 +159,9 @@ def mixed_model(df: pd.DataFrame, alpha: float = 0.05, value: str = "ap") -> Mix
     (the first in sorted order), with standard errors that account for every method answering the
     same queries: ``Cov(beta) = s2 (X' V^-1 X)^-1`` at the REML estimates, as lme4's ``vcov``.
     statsmodels' ``MixedLM`` adds the observed coupling between the fixed effects and the variance
-    ratio, which differs from this when queries are answered by different subsets of methods. Wald
-    z tests and normal intervals, as statsmodels. Undefined (with the reason) for fewer than two
+    ratio, which differs from this when queries are answered by different subsets of methods. t
+    tests and intervals with the between-within degrees of freedom (see the module's
+    conventions; statsmodels' Wald z is too liberal with few queries). Undefined (with the reason) for fewer than two
     methods, no variation, methods that agree on every query, or method effects that fit every
     within-query difference exactly (zero residual variance). Values still non-finite after
     :func:`~.variability.clean_values` are left out."""
@@ -180,20 +182,21 @@ class MixedFit:
     converged: bool = False
     warnings: list[str] = field(default_factory=list)
     n_obs: int = 0
+    df: np.ndarray | None = None  # each term's degrees of freedom
 
     def result(self, alpha: float) -> MixedModelResult:
-        """The model's table with ``1 - alpha`` Wald intervals."""
+        """The model's table with ``1 - alpha`` t intervals."""
         from scipy import stats
 
         if self.why:
-            t = pd.DataFrame({"term": self.terms, "coef": np.nan, "std_err": np.nan, "z": np.nan, "p_value": np.nan,
-                              "ci_low": np.nan, "ci_high": np.nan, "note": self.why})
+            t = pd.DataFrame({"term": self.terms, "coef": np.nan, "std_err": np.nan, "t": np.nan, "df": np.nan,
+                              "p_value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": self.why})
             return MixedModelResult(t, math.nan, math.nan, False, list(self.warnings), 0)
-        coef, se = self.coef, self.se
-        z = coef / se
-        half = stats.norm.ppf(1 - alpha / 2) * se
-        table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, "z": z,
-                              "p_value": 2 * stats.norm.sf(np.abs(z)), "ci_low": coef - half,
+        coef, se, df = self.coef, self.se, self.df
+        t = coef / se
+        half = stats.t.ppf(1 - alpha / 2, df) * se
+        table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, "t": t, "df": df,
+                              "p_value": 2 * stats.t.sf(np.abs(t), df), "ci_low": coef - half,
                               "ci_high": coef + half, "note": ""})
         return MixedModelResult(table, self.theta * self.scale, self.scale, self.converged, list(self.warnings),
                                 self.n_obs)
@@ -223,7 +226,10 @@ def mixed_fit(df: pd.DataFrame, value: str = "ap") -> MixedFit:
         model = _QueryInterceptREML(d[value].to_numpy(np.float64), pd.factorize(d["qid"])[0],
                                     pd.Categorical(d["meth"], categories=methods).codes.astype(np.int64),
                                     len(methods))
-        if model.within_rss() <= VALUE_TOLERANCE**2:
+        n_queries = int(d["qid"].nunique())
+        within_df = len(d) - n_queries - (len(methods) - 1)  # between-within df of a method term
+        df = np.r_[n_queries - 1, np.full(len(methods) - 1, within_df)].astype(np.float64)
+        if model.within_rss() <= VALUE_TOLERANCE**2 or within_df < 1:
             why = ("undefined: the method effects fit every within-query difference exactly (zero residual "
                    "variance); nothing is left to test them against.")
     if not why:
@@ -244,7 +250,7 @@ def mixed_fit(df: pd.DataFrame, value: str = "ap") -> MixedFit:
                     "residual, and the method effects are those of ordinary least squares.")
     if not converged:
         warn.append("the mixed model did not converge: read its numbers with care.")
-    return MixedFit(terms, "", coef, se, theta, scale, converged, warn, len(d))
+    return MixedFit(terms, "", coef, se, theta, scale, converged, warn, len(d), df)
 
 
 REML_THETA_GRID = np.r_[0.0, np.logspace(-8, 8, 33)]  # query / residual variance ratios where the search starts
@@ -833,8 +839,10 @@ def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutatio
 
 
 def merge_differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Paired differences a - b, with differences within rounding of zero set to exactly zero
-    (values were merged already; their differences may still carry it)."""
-    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    """Paired differences a - b, with differences within rounding of zero set to exactly zero and
+    differences within rounding of each other made equal (values were merged already; their
+    differences may still carry it: 0.2 - 0.7 and 0.3 - 0.8 differ in the 16th digit, which made a
+    t interval of width 1e-15 and scipy's precision-loss warning)."""
+    d = merge_rounding_noise(np.asarray(a, np.float64) - np.asarray(b, np.float64))
     d[np.abs(d) <= VALUE_TOLERANCE] = 0.0
     return d

@@ -291,7 +291,14 @@ def _advice(var: np.ndarray, levene: dict, smallest: int) -> str:
         return (f"the smallest group has {smallest} queries (< {WELCH_MIN_GROUP}): too few to compare group "
                 "variances, and Welch's ANOVA and Games-Howell reject too often with so few; read ANOVA with "
                 "Tukey HSD, and Kruskal-Wallis as the check that does not assume normality.")
-    ratio = var.max() / var.min() if var.min() > 0 else math.inf
+    if var.min() <= 0:  # Welch and Games-Howell divide by each group's variance: undefined here
+        n_zero = int((var <= 0).sum())
+        return (f"{n_zero} group(s) have zero variance (every query the same value), which leaves Welch's ANOVA "
+                "and Games-Howell undefined; read ANOVA with Tukey HSD, and Kruskal-Wallis as the check that "
+                "does not assume normality." if var.max() > 0 else
+                "every group is constant (zero variance within each): ANOVA, Welch's ANOVA, Tukey HSD and "
+                "Games-Howell are undefined; Kruskal-Wallis still compares the groups' ranks.")
+    ratio = var.max() / var.min()
     if ratio > VARIANCE_RATIO_ADVICE:
         return (f"group variances differ (largest / smallest = {ratio:.3g} > {VARIANCE_RATIO_ADVICE:g}): "
                 "read Welch's ANOVA and Games-Howell rather than ANOVA and Tukey HSD.")

@@ -22,9 +22,11 @@ def token(n_recall: int = 11) -> cache.Token | None:
                        precision=st.session_state.get(state.PRECISION, "float32"))
 
 
-def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:
+def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
     """(token, evaluation) of the sidebar's dataset and settings, or None after showing why there
-    is none. Every result a page derives from the evaluation is cached under the token."""
+    is none. Every result a page derives from the evaluation is cached under the token. With
+    ``scored``, an evaluation where no query has a positive (a split of singleton classes) is
+    None too, with that reason: every page would show blank charts and NaN."""
     err = st.session_state.get(state.ERROR)
     if err is not None:
         components.error("This input can't be used.", err)
@@ -34,7 +36,13 @@ def current(n_recall: int = 11) -> tuple[cache.Token, Evaluation] | None:
         st.info("Upload one or more files in the sidebar, or pick a demo set.")
         return None
     try:
-        return tok, cache.evaluation(tok, st.session_state[state.DATASET][1], compute())
+        ev = cache.evaluation(tok, st.session_state[state.DATASET][1], compute())
+        if scored and ev.n_queries() == ev.n_lone_queries():
+            where = f"Split '{ev.split}'" if ev.split is not None else "This data set"
+            st.info(f"{where}: {NO_POSITIVE} Retrieval needs a class of at least two items"
+                    + ("; choose another split in the sidebar." if ev.split is not None else "."))
+            return None
+        return tok, ev
     except InputError as exc:
         components.error("This input can't be evaluated.", exc)
     except ComputeError as exc:

@@ -12,7 +12,7 @@ from dashboard import components
 from dashboard.views.common import alpha, current, split_evaluations
 
 st.title("Generalization across splits")
-got = current()
+got = current(scored=False)  # compares the splits: the sidebar's split may be any
 if got is not None:
     key, ev = got
     ds = ev.dataset

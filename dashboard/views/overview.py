@@ -34,6 +34,7 @@ if got is not None:
                + ("in float64 · " if d["precision"] == "float64" else "")
                + ("roles given" if ds.role is not None else "leave-one-out")
                + "".join(f" · {e}" for e in extras) + (" · confidences given" if ds.confidence is not None else ""))
+    components.warnings(ev.warnings())
     with st.expander("Class sizes"):
         st.bar_chart(pd.Series(sizes).value_counts().sort_index().rename("classes"), x_label="items per class")
 

@@ -23,11 +23,7 @@ def drill_down(key, ev) -> None:
     m = st.selectbox("Method", ev.methods, key="pq-method")
     pq = ev.per_query(m)
     worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
-    if worst.empty:
-        st.info("No query has a positive (a same-class item in its gallery): there is no AP to rank. The "
-                "neighbours of any item are still shown below.")
-    else:
-        components.table(worst, f"worst_queries_{m}", height=300)
+    components.table(worst, f"worst_queries_{m}", height=300)  # common.current: some query has a positive
 
     st.subheader("Drill-down: a query's nearest neighbours")
     first = int(worst["query"].iloc[0]) if not worst.empty else 0
@@ -40,6 +36,9 @@ def drill_down(key, ev) -> None:
     match = pq[pq["query"] == q]
     if match.empty:
         about = "not evaluated (not a query of this evaluation, e.g. outside the query sample)"
+    elif int(match.iloc[0]["n_positives"]) == 0:
+        about = ("a lone query: no other item of its class in the gallery, so it has no AP and is left out of "
+                 "every metric")
     else:
         row = match.iloc[0]
         about = (f"AP {row['ap']:.4f} [{row['ap_lower']:.4f}, {row['ap_upper']:.4f}], "

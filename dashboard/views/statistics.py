@@ -22,9 +22,12 @@ def pairwise(res, n_groups: int) -> None:
         name = "tukey_hsd" if post == "tukey" else "games_howell"
         components.figure(tukey_figure(ph), name, ph.table)
         components.table(ph.table, "pairwise")
+    elif n_groups > MAX_POSTHOC_GROUPS:
+        st.info(f"No pairwise table: {n_groups} method × class groups (at most {MAX_POSTHOC_GROUPS}). Pick fewer "
+                "classes or methods; the tests above and below use every query.")
     else:
-        st.info(f"No pairwise table: {n_groups} groups (at most {MAX_POSTHOC_GROUPS}, at least 2 with two "
-                "queries). Pick fewer classes or methods; the tests above and below use every query.")
+        st.info("No pairwise table: fewer than two method × class groups hold two queries, so there is nothing "
+                "to compare pairwise.")
 
 
 st.title("Variability across classes and methods")
@@ -71,5 +74,8 @@ if got is not None:
         ap_rows = res.paired[res.paired["metric"] == "map"]
         components.figure(paired_differences_figure(ap_rows), "paired_differences", ap_rows)
         components.table(res.paired, "paired_tests")
-    else:
+    elif len(selection[0]) < 2:
         st.info("Pick at least two methods for the two-way ANOVA, the mixed model and the paired tests.")
+    else:
+        st.info("The two-way ANOVA, the mixed model and the paired tests need two methods with scored queries "
+                "among the selected classes; here fewer have any.")

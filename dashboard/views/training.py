@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis_core.evaluation import NO_POSITIVE
 from analysis_core.figures.checkpoints import checkpoint_figure, checkpoint_heatmap, histogram_small_multiples
 from analysis_core.methods import checkpoint_families
 from analysis_core.metrics.registry import summary_metrics
+from analysis_core.stats.checkpoints import without_step
 from analysis_core.stats.histograms import histogram_table
 from dashboard import cache, components
 from dashboard.views.common import alpha, current
@@ -20,12 +20,12 @@ got = current()
 if got is not None:
     key, ev = got
     split = key.split or "all"
-    if ev.n_queries() == ev.n_lone_queries():
-        st.info(f"Split '{split}': {NO_POSITIVE} Nothing to follow over checkpoints; choose another split.")
-        st.stop()
     if not checkpoint_families(ev.methods):
         st.caption("No method name ends in a step (e3, epoch_10, step_500, …): the methods are shown in their "
                    "order as one run.")
+    elif lone := without_step(ev.methods):
+        st.caption(f"No step in the name of {', '.join(lone)}: each is shown as its own family of one point "
+                   "(at step 0), with nothing to compare it to over training.")
     res = cache.checkpoints(key, ev)
     a = alpha()
     labels = {m.name: m.label for m in summary_metrics(ev.ks)} | {"jsd": "JSD"}

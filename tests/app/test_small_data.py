@@ -47,6 +47,11 @@ def _sets() -> dict[str, tuple[bytes, list[str]]]:
         # no query has a positive: every class one item / queries whose classes the gallery lacks
         "singletons": (_npz(labels=np.array(list("abcde")), embeddings=rng.standard_normal((5, 4)).astype(np.float32)),
                        []),
+        # the same with two methods and confidences: the Training and Confidence pages open too
+        "singletons_full": (_npz(labels=np.array(list("abcde")), confidence=rng.random(5),
+                                 embeddings_a_e1=rng.standard_normal((5, 4)).astype(np.float32),
+                                 embeddings_a_e2=rng.standard_normal((5, 4)).astype(np.float32)),
+                            ["views/confidence.py", "views/training.py"]),
         "lone_queries": (_npz(**tiny, role=np.array(["query"] * 3 + ["gallery"] * 3)), []),
         # 4 classes in each split (zero-shot): grouped recall needs S <= 4
         "zero_shot": (_npz(labels=np.repeat([f"c{i}" for i in range(8)], 6),
@@ -89,10 +94,16 @@ def test_every_page_opens_on_the_smallest_data(small_sets, name, page):
     assert len(at.title) == 1
 
 
-def test_per_query_page_without_any_positive_says_so(small_sets):
-    at = _open("singletons", "views/per_query.py")
+@pytest.mark.parametrize("page", ["overview", "per_query", "statistics", "pr_bands", "class_count", "histograms",
+                                  "ties", "confidence", "training"])
+def test_every_page_without_any_positive_says_so_instead_of_blank_charts(small_sets, page):
+    """Every class a singleton: no query has a positive. The pages showed blank charts, NaN
+    tiles, 'every ranking is exact' and advice about picking methods; each now says why there is
+    nothing to show and stops."""
+    at = _open("singletons_full", f"views/{page}.py")
     assert not _problems(at), _problems(at)
-    assert any("No query has a positive" in i.value for i in at.info)
+    assert any("no query has a positive" in i.value for i in at.info), [i.value for i in at.info]
+    assert not at.get("plotly_chart")
 
 
 def test_generalization_page_defaults_the_group_size_to_the_smallest_splits_classes(small_sets):

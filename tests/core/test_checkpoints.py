@@ -75,3 +75,21 @@ def test_undefined_intervals_and_one_member_families_say_why():
     assert (t.loc[t["ci_low"].isna(), "note"] != "").all()
     assert t.loc[t["metric"] == "jsd", "note"].str.contains("all pairs").all()
     assert (t.loc[t["ci_low"].notna(), "note"] == "").all()
+
+
+def test_methods_without_a_step_beside_checkpoints_are_their_own_families_not_dropped():
+    """``baseline`` beside ``mlp_e1``, ``mlp_e2`` was missing from the Training page's figure and
+    tables with no note; a method named like a family (``mlp``) must not merge into it."""
+    from analysis_core.io import Dataset
+    from analysis_core.stats.checkpoints import families_of, without_step
+
+    methods = ["mlp_e1", "mlp_e2", "baseline", "mlp"]
+    fams = families_of(methods)
+    assert fams == {"mlp": [("mlp_e1", 1), ("mlp_e2", 2)], "baseline": [("baseline", 0)],
+                    "mlp (no step)": [("mlp", 0)]}
+    assert without_step(methods) == ["baseline", "mlp"] and without_step(["a", "b"]) == []
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 5)
+    ds = Dataset(labels=y, embeddings={m: rng.normal(size=(20, 4)) for m in methods})
+    ca = checkpoint_analysis({"all": evaluate(ds)}, n_permutations=100)
+    assert set(ca.table["method"]) == set(methods)

@@ -122,3 +122,17 @@ def test_a_report_of_a_one_class_split_has_no_grouped_recall_and_says_why(tmp_pa
     r = run_cli("report", data, "--out", tmp_path / "rep2", "--format", "", "--sweep-repeats", "1", "--split", "lone",
                 "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "one class" in r.stderr, r.stderr
+
+
+def test_a_report_of_an_evaluation_without_a_positive_is_refused(tmp_path):
+    """``--split`` naming a split of singleton classes wrote 22 files of NaN tables and blank
+    figures with exit 0; it now stops with the reason before writing anything."""
+    y = np.array(list(np.repeat(list("abcd"), 10)) + list("fghij"))
+    split = np.array(["train"] * 40 + ["lonely"] * 5)
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.npz"
+    np.savez(data, labels=y, embeddings_m1=rng.normal(size=(45, 8)), embeddings_m2=rng.normal(size=(45, 8)),
+             split=split)
+    r = run_cli("report", data, "--out", tmp_path / "r", "--format", "", "--split", "lonely", "--quiet")
+    assert r.returncode == 2 and "no query has a positive" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "r").exists()

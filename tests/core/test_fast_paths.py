@@ -13,6 +13,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from analysis_core.engine.layout import prepare_vectors
@@ -49,13 +51,55 @@ def test_complete_two_way_anova_equals_statsmodels(seed):
     np.testing.assert_allclose(got, _statsmodels_two_way(df), rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
-def test_two_way_anova_with_an_empty_cell_falls_back_to_statsmodels():
-    rng = np.random.default_rng(5)
-    df = pd.DataFrame([dict(method=f"m{m}", query=f"{c}-{q}", label=f"c{c}", ap=float(rng.random()))
-                       for c in range(3) for q in range(4) for m in range(2)])
-    df = df[~((df["method"] == "m1") & (df["label"] == "c2"))].reset_index(drop=True)
-    got = two_way_anova(df)[["sum_sq", "df", "F", "p_value"]].to_numpy(np.float64)
-    np.testing.assert_allclose(got, _statsmodels_two_way(df), rtol=1e-9, atol=1e-12, equal_nan=True)
+def _nested_ols_type2(df: pd.DataFrame) -> np.ndarray:
+    """Type II by its definition, on any design: the nested OLS fits (statsmodels, a pseudo-inverse
+    on the full dummy matrices), each term's SS the drop in RSS and its df the rise in rank."""
+    import statsmodels.formula.api as smf
+    from scipy import stats
+
+    d = df.assign(cls=df["label"].astype(str), meth=df["method"].astype(str))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rank-deficient designs: the pseudo-inverse is the point
+        fits = {f: smf.ols(f"ap ~ {f}", data=d).fit() for f in ("C(meth)", "C(cls)", "C(meth) + C(cls)",
+                                                               "C(meth) * C(cls)")}
+    rss = {f: fit.ssr for f, fit in fits.items()}
+    rank = {f: fit.df_model + 1 for f, fit in fits.items()}
+    add, full = "C(meth) + C(cls)", "C(meth) * C(cls)"
+    ss = [rss["C(cls)"] - rss[add], rss["C(meth)"] - rss[add], rss[add] - rss[full], rss[full]]
+    dfs = [rank[add] - rank["C(cls)"], rank[add] - rank["C(meth)"], rank[full] - rank[add], len(d) - rank[full]]
+    mse = ss[3] / dfs[3]
+    f = [s / k / mse if k > 0 else np.nan for s, k in zip(ss[:3], dfs[:3], strict=True)] + [np.nan]
+    p = [stats.f.sf(x, k, dfs[3]) if k > 0 else np.nan for x, k in zip(f[:3], dfs[:3], strict=True)] + [np.nan]
+    return np.array([[s if k > 0 or i == 3 else 0.0 for i, (s, k) in enumerate(zip(ss, dfs, strict=True))],
+                     dfs, f, p], np.float64).T
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_m=st.integers(2, 4), n_c=st.integers(2, 5), drop=st.floats(0.0, 0.6))
+def test_two_way_anova_on_designs_with_empty_cells_is_type_two_by_definition_in_any_row_order(seed, n_m, n_c, drop):
+    """Method x class cells left empty (a method never scored on a class, a design that falls
+    apart into disconnected blocks): each term's SS and df from the nested fits, and the same table
+    for the rows in any order. statsmodels' anova_lm(typ=2) fits a rank-deficient model there and
+    its numbers changed with the row order (the method term got the interaction's SS)."""
+    rng = np.random.default_rng(seed)
+    rows = [dict(method=f"m{m}", query=f"{c}-{q}", label=f"c{c}", ap=float(rng.random()))
+            for c in range(n_c) for q in range(int(rng.integers(1, 5))) for m in range(n_m)]
+    df = pd.DataFrame(rows)
+    cells = df[["method", "label"]].drop_duplicates()
+    gone = cells.sample(frac=drop, random_state=int(rng.integers(2**31)))
+    df = df.merge(gone, how="left", indicator=True).query("_merge == 'left_only'").drop(columns="_merge")
+    assume(df["method"].nunique() >= 2 and df["label"].nunique() >= 2)
+    assume(len(df) > df.groupby(["method", "label"]).ngroups)  # residual df >= 1
+    assume(df.groupby(["method", "label"])["ap"].agg(np.ptp).max() > 0)
+    got = two_way_anova(df.reset_index(drop=True))
+    np.testing.assert_allclose(got[["sum_sq", "df", "F", "p_value"]].to_numpy(np.float64), _nested_ols_type2(df),
+                               rtol=1e-7, atol=1e-10, equal_nan=True)
+    shuffled = two_way_anova(df.sample(frac=1.0, random_state=1).reset_index(drop=True))
+    np.testing.assert_allclose(shuffled[["sum_sq", "df", "F", "p_value"]].to_numpy(np.float64),
+                               got[["sum_sq", "df", "F", "p_value"]].to_numpy(np.float64), rtol=1e-9, atol=1e-12,
+                               equal_nan=True)
+    no_test = got["term"].ne("Residual") & got["df"].eq(0)
+    assert got.loc[no_test, "note"].str.contains("no degrees of freedom").all()
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])

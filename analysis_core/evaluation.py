@@ -98,9 +98,17 @@ class Evaluation:
         out = []
         if self.n_queries() == self.n_lone_queries():
             out.append(f"{NO_POSITIVE} Retrieval needs classes of at least two items.")
+        role = self.dataset.role
+        n_gallery = self.rows.size if role is None else int(np.isin(role[self.rows], ("gallery", "both")).sum())
+        candidates = n_gallery - (1 if role is None or np.isin(role[self.rows], "both").any() else 0)
+        over = [k for k in self.ks if k > candidates]
+        if over and candidates > 0:
+            out.append(f"K = {', '.join(map(str, over))} exceed(s) the {candidates} gallery items a query is ranked "
+                       "against: Precision@K still divides by K (so it falls), and Recall@K is its value at "
+                       f"K = {candidates}.")
         for m, r in self.results.items():
-            n_pairs, n_bins = min(int(r.n_pos_pairs), int(r.n_neg_pairs)), int(np.size(r.hist_pos))
-            if 0 < n_pairs < JSD_MIN_PAIRS_PER_BIN * n_bins:
+            if self.jsd_is_rough(m):
+                n_bins = int(np.size(r.hist_pos))
                 out.append(f"{m}: JSD from {int(r.n_pos_pairs):,} positive and {int(r.n_neg_pairs):,} negative pairs "
                            f"in {n_bins} bins: with so few pairs per bin the histograms look disjoint even where the "
                            "scores overlap (JSD is biased towards 1); read it with care, or compare the mean "
@@ -111,6 +119,14 @@ class Evaluation:
                 out.append(f"{m}: grouped recall undefined: groups of {g.group_size} classes make {n_groups} "
                            "group(s) with a positive, and its interval needs two; use a smaller group size.")
         return out
+
+    def jsd_is_rough(self, method: str) -> bool:
+        """Whether ``method``'s JSD rests on fewer than :data:`JSD_MIN_PAIRS_PER_BIN` pairs per
+        histogram bin of the scarcer kind (then biased towards 1: two small samples of one
+        distribution fill different bins)."""
+        r = self.results[self._known(method)]
+        n_pairs = min(int(r.n_pos_pairs), int(r.n_neg_pairs))
+        return 0 < n_pairs < JSD_MIN_PAIRS_PER_BIN * int(np.size(r.hist_pos))
 
     def per_query_columns(self, method: str | None = None) -> dict[str, np.ndarray]:
         """Per-query table as ordered columns (one row per (method, query), sorted by method

@@ -212,6 +212,14 @@ def _as_array(x, source: str, what: str) -> np.ndarray:
     """``x`` as a NumPy array without copying when possible: NumPy arrays, lists, anything with
     ``__array__`` (pandas, most array libraries) or only ``__dlpack__`` (a CPU torch/JAX/CuPy-host
     tensor: read through the DLPack protocol, so torch need not be imported here)."""
+    if isinstance(x, np.ma.MaskedArray):
+        if np.ma.getmaskarray(x).any():  # np.asarray would score the hidden values
+            raise _bad(source, f"'{what}' is a masked array with {int(np.ma.getmaskarray(x).sum())} masked "
+                       "value(s); their hidden values would be used as if they were data.",
+                       "drop the masked rows, or fill them (x.filled(...)) if that is what you mean.")
+        return np.ma.getdata(x)
+    if isinstance(x, np.matrix):
+        return np.asarray(x)
     if isinstance(x, np.ndarray):
         return x
     if hasattr(x, "__array__") or not hasattr(x, "__dlpack__"):

@@ -10,7 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import DASHES, PALETTE, base_layout, figure, plot_text, rgba
+from .style import DASHES, PALETTE, base_layout, figure, plot_text, rgba, text_lines, wrapped_text
+
+PANEL_TITLE_WIDTH = 24  # characters per line of a panel's title (half the figure's width)
 
 DEFAULT_METRICS = ("map", "map_at_r", "precision_at_1", "jsd")
 
@@ -51,6 +53,10 @@ def checkpoint_figure(table: pd.DataFrame, split: str, metrics: tuple[str, ...] 
                                      legendgroup=name, showlegend=False,
                                      marker=dict(size=11, symbol="star", color=col), hoverinfo="skip"))
             cells += [(i // cols + 1, i % cols + 1)] * 2
+    steps = sorted(set(t["step"].tolist()))
+    if len(steps) <= 12:  # the steps themselves as ticks: 1, 1.5, 2 on an axis of two checkpoints read as steps
+        fig.update_xaxes(tickmode="array", tickvals=steps, ticktext=[str(int(s)) if float(s).is_integer() else str(s)
+                                                                      for s in steps])
     # the traces in one call, the bottom row's axis titles in one update (one plotly update each)
     fig.add_traces(traces, rows=[r for r, _ in cells], cols=[c for _, c in cells])
     bottom = [fig.get_subplot(rows, i % cols + 1).xaxis.plotly_name for i in range(len(shown)) if i // cols + 1 == rows]
@@ -62,7 +68,7 @@ def checkpoint_heatmap(class_ap: pd.DataFrame, split: str, family: str, title: s
     part = class_ap[(class_ap["split"] == split) & (class_ap["family"] == family)]
     order = part.drop_duplicates("method").sort_values("step")["method"].tolist()
     grid = part.pivot_table(index="class", columns="method", values="mean_ap")[order]
-    heat = go.Heatmap(z=grid.to_numpy(), x=[plot_text(m) for m in order], y=[plot_text(c) for c in grid.index],
+    heat = go.Heatmap(z=grid.to_numpy(), x=[wrapped_text(m) for m in order], y=[plot_text(c) for c in grid.index],
                       zmin=0, zmax=1, colorscale="Viridis", colorbar=dict(title="mean AP"),
                       hovertemplate="class %{y}, %{x}: %{z:.3f}<extra></extra>")
     fam = f"{plot_text(family)}, " if family else ""
@@ -78,12 +84,15 @@ def histogram_small_multiples(hist: pd.DataFrame, methods: list[str], jsd: dict[
     # and the gaps between rows (ticks, the next titles) 0.22 of the plot width high
     cols = min(2, len(methods)) or 1
     rows = math.ceil(len(methods) / cols) or 1
-    panel, gap = 0.3, 0.22
+    names = {m: wrapped_text(m, PANEL_TITLE_WIDTH) for m in methods}
+    extra = max((len(text_lines(n)) for n in names.values()), default=1) - 1  # lines beyond one: more room
+    panel, gap = 0.3, 0.22 + 0.06 * extra
     aspect = rows * panel + (rows - 1) * gap
     layout = base_layout(title or f"Pair similarities over training ({plot_text(split)})", aspect=aspect)
+    layout["margin"] = {**layout["margin"], "t": layout["margin"]["t"] + 16 * extra}
     fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.08,
                         vertical_spacing=gap / aspect if rows > 1 else 0.0,
-                        subplot_titles=[f"{plot_text(m)}<br>JSD {jsd[m]:.3f}" for m in methods],
+                        subplot_titles=[f"{names[m]}<br>JSD {jsd[m]:.3f}" for m in methods],
                         figure=figure([], layout))
     traces, cells = [], []
     for i, m in enumerate(methods):

@@ -47,6 +47,29 @@ def plot_text(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+LABEL_WIDTH = 28  # characters per line of a wrapped name (about a third of a 3.5 in column at 8 pt)
+_BREAK_AFTER = "_-./ :|·,;"
+
+
+def wrapped_text(text: object, width: int = LABEL_WIDTH) -> str:
+    """``text`` as :func:`plot_text`, on lines of at most ``width`` characters (``<br>``), broken
+    after a separator (``_ - . / :`` …) where one falls in the line's last third: long method
+    names (``resnet50_arcface_lr0.001_bs256_e10``) no longer squeeze the plot into a strip or
+    run over titles, and the whole name stays readable (no two names become one)."""
+    raw, lines = str(text), []
+    while len(raw) > width:
+        cut = max((i + 1 for i in range(width * 2 // 3, width) if raw[i] in _BREAK_AFTER), default=width)
+        lines.append(raw[:cut])
+        raw = raw[cut:]
+    lines.append(raw)
+    return "<br>".join(plot_text(line) for line in lines)
+
+
+def text_lines(label: str) -> list[str]:
+    """The lines of a (wrapped) label."""
+    return str(label).split("<br>")
+
+
 def box_fill(i: int) -> str:
     """The fill of the ``i``-th box series: the colour of :func:`series_look`, translucent for
     the first 8, hollow for the next 8, nearly opaque for the 8 after."""

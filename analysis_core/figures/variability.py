@@ -9,7 +9,18 @@ import plotly.graph_objects as go
 from ..export.number_format import format_p
 from ..stats.bands import ALL
 from ..stats.posthoc import PostHocResult
-from .style import PALETTE, apply_layout, base_layout, box_fill, figure, plot_text, rgba, series_look
+from .style import (
+    PALETTE,
+    apply_layout,
+    base_layout,
+    box_fill,
+    figure,
+    plot_text,
+    rgba,
+    series_look,
+    text_lines,
+    wrapped_text,
+)
 
 
 def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
@@ -73,7 +84,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
     fig = go.Figure()
     if posthoc.intervals is not None:
         iv = posthoc.intervals.sort_values("mean")
-        fig.add_trace(go.Scatter(x=iv["mean"], y=iv["group"].astype(str).map(plot_text), mode="markers",
+        fig.add_trace(go.Scatter(x=iv["mean"], y=iv["group"].astype(str).map(wrapped_text), mode="markers",
                                  error_x=dict(type="data", symmetric=False, array=iv["high"] - iv["mean"],
                                               arrayminus=iv["mean"] - iv["low"], thickness=1.5, width=4),
                                  marker=dict(color=PALETTE[0], size=7), name="mean AP",
@@ -83,7 +94,7 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         default = "Tukey HSD: disjoint intervals differ significantly"
     else:
         t = posthoc.table.assign(pair=(posthoc.table["group2"].astype(str) + " − "
-                                       + posthoc.table["group1"].astype(str)).map(plot_text))
+                                       + posthoc.table["group1"].astype(str)).map(wrapped_text))
         fig.add_trace(go.Scatter(x=t["meandiff"], y=t["pair"], mode="markers",
                                  error_x=dict(type="data", symmetric=False, array=t["upper"] - t["meandiff"],
                                               arrayminus=t["meandiff"] - t["lower"]),
@@ -93,9 +104,12 @@ def tukey_figure(posthoc: PostHocResult, title: str | None = None) -> go.Figure:
         fig.update_yaxes(type="category")
         default = f"{posthoc.method}: intervals excluding 0 differ significantly"
     rows = len(fig.data[0].y)
-    chars = max((len(str(y)) for y in fig.data[0].y), default=0)
-    apply_layout(fig, base_layout(title or default, rows=rows, label_chars=chars), showlegend=False,
-                 height=max(360, 22 * rows + 140))
+    chars = max((len(line) for y in fig.data[0].y for line in text_lines(y)), default=0)
+    lines = max((len(text_lines(y)) for y in fig.data[0].y), default=1)
+    if posthoc.intervals is not None and posthoc.intervals[["low", "high"]].isna().all().all():
+        default = "Tukey HSD: group means (intervals undefined, see the table's notes)"
+    apply_layout(fig, base_layout(title or default, rows=rows * lines, label_chars=chars), showlegend=False,
+                 height=max(360, 22 * rows * lines + 140))
     fig.update_yaxes(dtick=1, range=[-0.7, rows - 0.3])  # no empty rows above and below
     return fig
 

@@ -344,7 +344,10 @@ def pr_curve(relevant: ArrayLike, scores: ArrayLike, n_points: int = 11,
     recall : ndarray of shape (n_points,)
         The grid, 0 to 1.
     precision : ndarray of shape (n_points,)
-        Expected precision at each grid point.
+        Expected precision at each grid point (the plain curve). With ``interpolated=True``: the
+        interpolation of the expected points, max over recall >= r of E[precision], which under
+        ties is at most E[max over recall >= r of precision] (the interpolation is not linear, so
+        it does not commute with the expectation over tie orders; without ties they are equal).
 
     References
     ----------

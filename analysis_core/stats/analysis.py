@@ -168,8 +168,11 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
         if metrics is not None and "value" in metrics.columns:
             metrics = metrics[np.isfinite(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64))]
     if per_class_n:
+        short = int((ap.groupby("label")["query"].nunique() < per_class_n).sum())
         ap = balanced_subsample(ap, per_class_n, seed)
-        warn.append(f"statistics use a balanced subsample of {per_class_n} queries per class (seed {seed}).")
+        warn.append(f"statistics use a balanced subsample of {per_class_n} queries per class (seed {seed})"
+                    + (f"; {short} class(es) have fewer and keep all of theirs, so the groups are not all equal."
+                       if short else "."))
     ow = one_way(ap, value)
     warn += ow.warnings
     if ow.advice:

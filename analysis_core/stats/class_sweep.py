@@ -54,6 +54,8 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items."""
     codes = np.asarray(codes)
     n_all = np.unique(codes).size
+    repeats = check_int(repeats, "repeats (per class count)", 1)
+    group_size = check_int(group_size, "group_size (classes per group)", 2)  # a group of one class: recall 1
     if counts:
         # a count of one class has no negatives (every metric 1 by construction); above n_all the
         # row would be labelled with classes it does not have

@@ -64,6 +64,11 @@ def split_generalization(split_evals: dict, method: str, reference: str, alpha: 
     """:func:`generalization_gap` of one method from per-split evaluations (split -> Evaluation
     evaluated with a group size, so each carries its grouped recall)."""
     per = {}
+    unknown = [sp for sp, e in split_evals.items() if method not in e.methods]
+    if unknown:
+        known = next(iter(split_evals.values())).methods if split_evals else []
+        raise InputError("generalization gap", f"no method '{method}' in split(s) {unknown}.",
+                         f"choose one of {known[:10]}.")
     missing = [sp for sp, e in split_evals.items() if e.grouped is None or method not in e.grouped]
     if missing:
         raise InputError("generalization gap", f"split(s) {missing} were evaluated without grouped recall.",

@@ -28,6 +28,11 @@ if got is not None:
         st.stop()
     ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
     gen = split_generalization(evs, method, ref, alpha())
+    rough = [sp for sp, e in evs.items() if e.jsd_is_rough(method)]
+    if rough:
+        components.warnings([f"JSD of split(s) {', '.join(rough)} rests on few pairs per histogram bin and is biased "
+                             "towards 1 (disjoint): read its gap with care, or compare the mean positive and negative "
+                             "similarities."])
     title = f"Metrics per split ({components.plot_text(method)})"
     components.figure(generalization_figure(gen, splits, title=title), "generalization", gen)
     components.table(gen, "generalization")

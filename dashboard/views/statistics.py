@@ -3,6 +3,7 @@ all from one ``analyse`` call (the report runs the same)."""
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
@@ -64,8 +65,11 @@ if got is not None:
         st.subheader("Two-way ANOVA: method × class")
         components.table(res.two_way, "two_way_anova")
         st.subheader("Mixed model: AP ~ method + (1 | query)")
-        st.caption(f"query variance {res.mixed.query_variance:.4g}, "
-                   f"residual variance {res.mixed.residual_variance:.4g}")
+        if np.isfinite(res.mixed.residual_variance):
+            st.caption(f"query variance {res.mixed.query_variance:.4g}, "
+                       f"residual variance {res.mixed.residual_variance:.4g}")
+        else:
+            st.caption("Variances not estimated: the model is undefined here (the table's note says why).")
         components.table(res.mixed.table, "mixed_model")
         st.subheader("Paired tests, every metric")
         st.caption("Sign-flip permutation test for AP, MAP@R, R-Precision and RR; exact McNemar test on the "

@@ -191,3 +191,108 @@ def test_jsd_from_few_pairs_per_bin_is_flagged():
     y = np.repeat(np.arange(10), 100)  # 49 500 positive pairs in 200 bins
     ev = ac.evaluate(rng.normal(size=(1000, 8)), y)
     assert not any("JSD" in w for w in ev.warnings())
+
+
+def _interpolated_by_enumeration(rel, scores, n_points):
+    """E over tie orders of the interpolated curve: every order of the tied items, each curve's
+    max precision at recall >= r at the grid points (points (i/R, i/rank_i))."""
+    import itertools
+
+    rel, scores = np.asarray(rel), np.asarray(scores, float)
+    R = int(rel.sum())
+    grid = np.arange(n_points) / (n_points - 1)
+    curves = []
+    blocks = [np.nonzero(scores == s)[0] for s in sorted(set(scores.tolist()), reverse=True)]
+    for orders in itertools.product(*[itertools.permutations(b) for b in blocks]):
+        ranked = rel[np.concatenate([np.array(o, int) for o in orders])]
+        ranks = np.nonzero(ranked)[0] + 1
+        prec, rec = np.arange(1, R + 1) / ranks, np.arange(1, R + 1) / R
+        curves.append([prec[rec >= r - 1e-12].max() for r in grid])
+    return np.mean(curves, axis=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rel=st.lists(st.booleans(), min_size=2, max_size=6).filter(any),
+       levels=st.integers(1, 4), seed=st.integers(0, 1000), n_points=st.sampled_from([2, 3, 5, 11]))
+def test_interpolated_pr_curve_is_the_interpolation_of_the_expected_points_as_documented(rel, levels, seed,
+                                                                                         n_points):
+    """Under ties, interpolated=True is the max of the expected points, at most the expected max
+    (a max does not commute with the expectation); without ties the two are equal."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, levels, len(rel)).astype(float)
+    _, got = ac.pr_curve(np.array(rel, int), scores, n_points=n_points, interpolated=True)
+    want = _interpolated_by_enumeration(np.array(rel, int), scores, n_points)
+    assert np.all(got <= want + 1e-12)
+    distinct = rng.permutation(len(rel)).astype(float)
+    _, got = ac.pr_curve(np.array(rel, int), distinct, n_points=n_points, interpolated=True)
+    np.testing.assert_allclose(got, _interpolated_by_enumeration(np.array(rel, int), distinct, n_points), atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [9, 10, 11])
+def test_query_sample_intervals_never_say_less_than_the_sample_proves(n):
+    """10 of 12 queries sampled: the mAP interval was [0, 1] (df 1 from the one stratum left to
+    vary, and an effective n capped at n). The frame mean is known to within the unsampled
+    queries' share: the interval lies inside [sum/N, (sum + N - n)/N] of the sampled values, and
+    holds the exact mean of every query."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 3)
+    X = rng.normal(size=(12, 3)) + np.repeat(np.eye(4, 3) * 2, 3, axis=0)
+    full = ac.evaluate(X, y).per_query("embeddings")
+    for seed in range(4):
+        ev = ac.evaluate(X, y, query_sample=n, seed=seed)
+        iv = ev.method_summary("embeddings")["intervals"]["map"]
+        sampled = full.set_index("query").loc[ev.per_query("embeddings")["query"], "ap"].to_numpy()
+        lo, hi = sampled.sum() / 12, (sampled.sum() + 12 - n) / 12
+        assert lo - 1e-12 <= iv["low"] <= iv["estimate"] <= iv["high"] <= hi + 1e-12
+        assert iv["high"] - iv["low"] <= (12 - n) / 12 + 1e-12
+        assert iv["low"] - 1e-12 <= full["ap"].mean() <= iv["high"] + 1e-12
+
+
+def test_cutoffs_beyond_the_gallery_are_flagged():
+    rng = np.random.default_rng(1)
+    y = np.repeat(["a", "b", "c"], 2)
+    ev = ac.evaluate(rng.normal(size=(6, 8)), y, ks=(1, 2, 4, 8, 32))
+    assert any(w.startswith("K = 8, 32 exceed(s) the 5 gallery items") for w in ev.warnings())
+    assert not any("exceed" in w for w in ac.evaluate(rng.normal(size=(6, 8)), y, ks=(1, 5)).warnings())
+
+
+def test_a_balanced_subsample_says_when_classes_have_fewer_queries():
+    d = pd.DataFrame({"method": "A", "query": range(12), "label": list("aaaaaaabbbcc"), "ap": np.linspace(0, 1, 12)})
+    w = " ".join(analyse(d, per_class_n=5).warnings)
+    assert "2 class(es) have fewer and keep all of theirs" in w
+    assert "fewer and keep" not in " ".join(analyse(d, per_class_n=2).warnings)
+
+
+def test_the_checkpoint_figure_ticks_are_the_steps():
+    """Two checkpoints at steps 1 and 2 were drawn on ticks 1, 1.5, 2."""
+    from analysis_core.figures.checkpoints import checkpoint_figure
+    from analysis_core.io import Dataset
+    from analysis_core.stats.checkpoints import checkpoint_analysis
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 5)
+    ds = Dataset(labels=y, embeddings={m: rng.normal(size=(20, 4)) for m in ("mlp_e1", "mlp_e2")})
+    fig = checkpoint_figure(checkpoint_analysis({"all": ac.evaluate(ds)}, n_permutations=50).table, "all")
+    assert all(list(ax.tickvals) == [1, 2] for ax in (fig.layout.xaxis, fig.layout.xaxis2))
+
+
+def test_long_names_are_wrapped_on_whole_lines_and_stay_distinct():
+    from analysis_core.figures.style import text_lines, wrapped_text
+
+    a = "resnet50_arcface_lr0.001_bs256_augstrong_seed3_e1"
+    b = "resnet50_arcface_lr0.01_bs256_augstrong_seed3_e1"
+    wa, wb = wrapped_text(a), wrapped_text(b)
+    assert wa != wb and all(len(line) <= 28 for line in text_lines(wa))
+    assert "".join(text_lines(wa)) == a
+    assert wrapped_text("<b>&" * 20).count("&amp;") == 20  # escaped per line, entities never split
+
+
+def test_masked_values_are_refused_not_scored():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(6, 3)), [0, 0, 1, 1, 2, 2]
+    m = np.ma.masked_array(X, mask=np.zeros_like(X, bool))
+    m.mask[2, 1] = True
+    with pytest.raises(InputError, match="masked array with 1 masked value"):
+        ac.evaluate(m, y)
+    same = ac.evaluate(np.ma.masked_array(X), y).summary_frame()["map"].iloc[0]
+    assert same == ac.evaluate(X, y).summary_frame()["map"].iloc[0]

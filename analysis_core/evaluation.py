@@ -98,13 +98,15 @@ class Evaluation:
         out = []
         if self.n_queries() == self.n_lone_queries():
             out.append(f"{NO_POSITIVE} Retrieval needs classes of at least two items.")
-        role = self.dataset.role
-        n_gallery = self.rows.size if role is None else int(np.isin(role[self.rows], ("gallery", "both")).sum())
-        candidates = n_gallery - (1 if role is None or np.isin(role[self.rows], "both").any() else 0)
+        # the most gallery items any query is ranked against: all of them for a query that is not
+        # in the gallery (role 'query'), all but itself otherwise
+        role = None if self.dataset.role is None else self.dataset.role[self.rows]
+        n_gallery = self.rows.size if role is None else int(np.isin(role, ("gallery", "both")).sum())
+        candidates = n_gallery - (0 if role is not None and (role == "query").any() else 1)
         over = [k for k in self.ks if k > candidates]
         if over and candidates > 0:
-            out.append(f"K = {', '.join(map(str, over))} exceed(s) the {candidates} gallery items a query is ranked "
-                       "against: Precision@K still divides by K (so it falls), and Recall@K is its value at "
+            out.append(f"K = {', '.join(map(str, over))} exceed(s) the {candidates} gallery items any query is "
+                       "ranked against: Precision@K still divides by K (so it falls), and Recall@K is its value at "
                        f"K = {candidates}.")
         for m, r in self.results.items():
             if self.jsd_is_rough(m):

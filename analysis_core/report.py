@@ -148,15 +148,16 @@ def _label_split(rep: Report, label: str) -> None:
 
 def summary_group_size(ds, split: str | None, requested: int) -> int | None:
     """The group size S of the report's own Grouped Recall@K in ``summary.json``: ``requested``, at
-    most the class count of the rows evaluated (all, or ``split``'s); None when they have fewer
-    than two classes (or ``split`` is not one of the data's: the evaluation says so)."""
+    most half the class count of the rows evaluated (all, or ``split``'s), so that there are two
+    groups and an interval, and at least 2; None when they have fewer than two classes (or
+    ``split`` is not one of the data's: the evaluation says so)."""
     codes = ds.label_codes
     if split is not None:
         if ds.split is None:
             return None
         codes = codes[ds.split == split]
     n_classes = int(np.unique(codes).size)
-    return min(requested, n_classes) if n_classes >= 2 else None
+    return min(requested, max(2, n_classes // 2)) if n_classes >= 2 else None
 
 
 def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> dict:
@@ -308,7 +309,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     codes = sub.label_codes
     n_classes = int(np.unique(codes).size)
     candidates = (2, 5, 10, 20, 50, 100, group_size)
-    sizes = sorted({s for s in candidates if s <= n_classes // 2} | {min(group_size, n_classes)})
+    sizes = sorted({s for s in candidates if s <= n_classes // 2} | {min(group_size, n_classes)}
+                   | {g.group_size for g in (ev.grouped or {}).values()})  # summary.json's S too
     rows, by_size = [], []
     for m in ev.methods:
         for S in sizes:

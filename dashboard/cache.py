@@ -556,16 +556,19 @@ def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_cl
 
 
 def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:
-    """A method's vectors prepared for the similarity (as the engine scores them) and their
-    squared norms: kept, so a query's drill-down is one matrix-vector product."""
+    """A method's vectors of the evaluated items ``ds`` prepared for the similarity and precision
+    (as the engine scores them) and their squared norms in float64: kept, so a query's
+    drill-down is one matrix-vector product."""
     from analysis_core.engine.layout import prepare_vectors
 
     def prepare(progress: _Progress) -> tuple[np.ndarray, np.ndarray]:
-        xf = prepare_vectors(ds.embeddings[method], token.similarity)
-        return xf, np.einsum("ij,ij->i", xf, xf)
+        xf = prepare_vectors(ds.embeddings[method], token.similarity, token.precision)
+        x64 = xf.astype(np.float64, copy=False)
+        return xf, np.einsum("ij,ij->i", x64, x64)
 
-    return STORE.result(f"vectors/{token.data}/{token.similarity}/{method}", prepare, group=token.data,
-                        label="Preparing the vectors")
+    # ``ds``: the evaluated items (the split's), prepared as the engine prepares them for it
+    return STORE.result(f"vectors/{token.data}/{token.similarity}/{token.precision}/{token.split}/{method}",
+                        prepare, group=token.data, label="Preparing the vectors")
 
 
 def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str):

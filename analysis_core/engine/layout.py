@@ -104,10 +104,18 @@ def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
 
 
 def score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:
+    """The range the pair histograms span: [-1, 1] for cosine, +-(largest norm)^2 for dot, and
+    [-2 r, 0] for euclidean with r the largest distance from the midpoint of the vectors' bounding
+    box (every distance is at most 2 r): the same for the data moved anywhere, so the histograms
+    and JSD do not depend on where the data sit (the largest norm made them change with the
+    offset, and jump where :func:`euclidean_shift` starts to move the vectors)."""
     if similarity == "cosine":
         return -1.0, 1.0
-    with np.errstate(over="ignore"):  # an infinite range is refused by the caller
-        m = float(np.sqrt(np.max(np.add.reduce(Xu.astype(np.float64) ** 2, axis=1)))) if Xu.size else 0.0
+    X64 = Xu.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # an infinite (or NaN) range is refused by the caller
+        if similarity == "euclidean" and Xu.size:
+            X64 = X64 - (np.min(X64, axis=0) / 2 + np.max(X64, axis=0) / 2)
+        m = float(np.sqrt(np.max(np.add.reduce(X64**2, axis=1)))) if Xu.size else 0.0
     if m == 0.0:
         return -1.0, 1.0
     return (-m * m, m * m) if similarity == "dot" else (-2.0 * m, 0.0)

@@ -151,9 +151,10 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     )
 
 
-# below it a score has lost precision to underflow (subnormal): the normal range over the
-# dtype's relative precision, so that scores down to eps times the largest stay exact
-_SMALLEST_SCORE = {np.dtype(t): float(np.finfo(t).tiny / np.finfo(t).eps) for t in (np.float32, np.float64)}
+# the smallest normal number: when even the largest possible score (or distance) is below it,
+# the scores are subnormal or zero and rank at random; above it they rank as given (a stricter
+# bound refused dot products of vectors near 1e-17 that ranked exactly)
+_SMALLEST_SCORE = {np.dtype(t): float(np.finfo(t).tiny) for t in (np.float32, np.float64)}
 
 
 def _underflow(similarity: str, dtype: np.dtype, X: np.ndarray) -> None:

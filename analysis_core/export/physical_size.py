@@ -3,7 +3,7 @@
 
 - SVG: the root element's width and height in inches (the viewBox keeps the CSS pixels);
 - PDF: the page box exactly ``width_in`` x 72 pt (Chromium quantises a CSS page size that is
-  not a whole number of pixels, e.g. 7.2 in -> 517.92 pt instead of 518.4 pt);
+  not a whole number of pixels, e.g. 7.2 in -> 517.92 pt instead of 518.4 pt; 2.42 in -> 174);
 - PNG: a ``pHYs`` chunk with the resolution (without one, programs assume 72 or 96 dpi and
   place a 300 dpi figure at three to four times its width).
 """
@@ -43,34 +43,49 @@ def svg_in_inches(data: bytes, w_px: float, h_px: float) -> bytes:
 
 
 _BOX = re.compile(rb"/(MediaBox|CropBox|TrimBox|BleedBox|ArtBox)\s*\[\s*0\s+0\s+([\d.]+)\s+([\d.]+)\s*\]")
+_XREF = re.compile(rb"xref\n(\d+) (\d+)\n((?:\d{10} \d{5} [nf] ?\r?\n)+)trailer")
 
 
-def _number(x: float, width: int) -> bytes | None:
-    """``x`` written in at most ``width`` bytes (padded with spaces), or None if it does not fit."""
-    for digits in (4, 3, 2):
-        s = f"{x:.{digits}f}".rstrip("0").rstrip(".").encode()
-        if len(s) <= width:
-            return s.ljust(width)
-    return None
+def _number(x: float) -> bytes:
+    return f"{x:.4f}".rstrip("0").rstrip(".").encode()
 
 
 def pdf_page_box(data: bytes, w_pt: float, h_pt: float) -> bytes:
-    """The page's boxes set to ``w_pt`` x ``h_pt``. Every number is rewritten in place, in at most
-    the bytes it had, so the cross-reference offsets stay valid; a box whose numbers cannot be
-    written that short, or a page already within 0.01 pt, is left as it was. Only the single-page
-    PDFs Chromium writes are changed (the boxes of more than one page are left alone)."""
-    if data.count(b"/MediaBox") != 1:
+    """The page's boxes set to ``w_pt`` x ``h_pt`` (a box already within 0.01 pt is kept). The
+    cross-reference table is rewritten to the objects' new offsets. Only the single-page,
+    single-xref-table PDFs Chromium writes are changed; anything else is returned as it was."""
+    if data.count(b"/MediaBox") != 1 or data.count(b"startxref") != 1:
         return data
-    out = bytearray(data)
+    xref = _XREF.search(data)
+    if xref is None or data.count(b"\nxref\n") != 1:
+        return data
+    edits = []  # (start, end, new bytes), in file order, all before the xref table
     for m in _BOX.finditer(data):
         for group, target in ((2, w_pt), (3, h_pt)):
-            old = m.group(group)
-            if abs(float(old) - target) <= 0.01:
-                continue
-            new = _number(target, len(old))
-            if new is not None:
-                out[m.start(group):m.end(group)] = new
-    return bytes(out)
+            if abs(float(m.group(group)) - target) > 0.01:
+                edits.append((m.start(group), m.end(group), _number(target)))
+    if not edits or edits[-1][1] > xref.start():
+        return data
+    out, last = bytearray(), 0
+    for a, b, new in edits:
+        out += data[last:a] + new
+        last = b
+    body = bytes(out + data[last:xref.start()])
+
+    def moved(offset: int) -> int:
+        return offset + sum(len(new) - (b - a) for a, b, new in edits if a < offset)
+
+    lines = xref.group(3).splitlines(keepends=True)
+    table = b"".join(b"%010d%s" % (moved(int(line[:10])), line[10:]) if line[17:18] == b"n" else line
+                     for line in lines)
+    head = b"xref\n" + xref.group(1) + b" " + xref.group(2) + b"\n"
+    tail = data[xref.end() - len(b"trailer"):]
+    start_at = tail.index(b"startxref")
+    number = re.match(rb"startxref\s+(\d+)", tail[start_at:])
+    if number is None or int(number.group(1)) != xref.start():
+        return data
+    tail = tail[:start_at] + b"startxref\n%d" % len(body) + tail[start_at + number.end():]
+    return body + head + table + tail
 
 
 def png_with_dpi(data: bytes, dpi: int) -> bytes:

@@ -13,7 +13,9 @@ from ..metrics.registry import label as metric_label
 from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_\allowbreak{}",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                # pdflatex's default (OT1) font prints these three as ¡ ¿ and an em dash
+                "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
 
 
 def _arrow_column(a: np.ndarray):
@@ -196,16 +198,16 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
             align[i], widths[i] = f"p{{{WRAP_PT:g}pt}}", WRAP_PT + 2 * sep
             star = star and 1.03 * sum(widths) > COLUMN_PT
     # column groups that fit the text width, the key columns repeated in each
-    key_cols = list(range(min(key_columns(df) if keys is None else keys, len(cols))))
+    key_cols = key_columns(df) if keys is None else list(range(min(keys, len(cols))))
     groups, current = [], list(key_cols)
-    for j in range(len(key_cols), len(cols)):
+    for j in (j for j in range(len(cols)) if j not in key_cols):
         # 6 % for what the estimate misses in a wide table (bold values with marks and half-widths
         # beside a wrapped name column: 5 % over the estimate, measured)
         if len(current) > len(key_cols) and 1.06 * (sum(widths[i] for i in current) + widths[j]) > TEXT_PT:
-            groups.append(current)
+            groups.append(sorted(current))  # the table's own column order in every group
             current = list(key_cols)
         current.append(j)
-    groups.append(current)
+    groups.append(sorted(current))
     # the printed lines (a wrapped cell takes several, every column group repeats the rows) stay
     # within max_rows, so the float fits a page ("Float too large" otherwise)
     if max_rows:
@@ -238,19 +240,26 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     return "\n".join(lines)
 
 
-def key_columns(df, most: int = 3) -> int:
-    """How many leading columns name a row (repeated in every column group of a wide table): the
-    shortest run of leading columns that are not floats (text, integers: split, family, metric,
-    step, k) that tells every row apart, at most ``most``; the whole run when none does; at least 1."""
+def key_columns(df, most: int = 6) -> list[int]:
+    """The positions of the columns that name a row (repeated in every column group of a wide
+    table): among the leading columns that are not floats (text, integers: split, family, method,
+    step, metric), in order, each that tells more rows apart than those before it, until every row
+    is told apart (a column implied by the others, such as a checkpoint's step, is left out); at
+    most ``most`` are looked at; at least the first column."""
     from pandas.api.types import is_float_dtype
 
     run = 0
     while run < min(most, len(df.columns) - 1) and not is_float_dtype(df[df.columns[run]]):
         run += 1
-    for n in range(1, run + 1):
-        if not df.iloc[:, :n].duplicated().any():
-            return n
-    return max(run, 1)
+    chosen: list[int] = []
+    distinct = 1
+    for i in range(run):
+        if distinct == len(df):
+            break
+        n = len(df.iloc[:, chosen + [i]].drop_duplicates())
+        if n > distinct:
+            chosen, distinct = chosen + [i], n
+    return chosen or [0]
 
 
 def file_stem(name: str) -> str:

@@ -91,8 +91,6 @@ def _two_way_type2(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
     C(a) * C(b)), typ=2)`` on complete designs; on incomplete ones that fits a rank-deficient model
     and its numbers depend on the row order, these do not."""
     from scipy import stats
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     ia, la = pd.factorize(a, sort=True)
     ib, lb = pd.factorize(b, sort=True)
@@ -112,9 +110,7 @@ def _two_way_type2(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
     eff_a = np.linalg.lstsq(k, r, rcond=None)[0]
     eff_b = (s_b - n_cells.T @ eff_a) / n_b
     rss_add = total - float(eff_a @ s_a + eff_b @ s_b)
-    ri, rj = np.nonzero(filled)
-    graph = coo_matrix((np.ones(ri.size), (ri, m + rj)), shape=(m + c, m + c))
-    rank_add = m + c - connected_components(graph, directed=False)[0]
+    rank_add = m + c - _components(*np.nonzero(filled))
     n_filled = int(filled.sum())
     df_res = float(y.size - n_filled)
     ss = np.array([rss_b - rss_add, rss_a - rss_add, rss_add - rss_full, rss_full])
@@ -126,6 +122,16 @@ def _two_way_type2(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
         p = np.r_[stats.f.sf(f[:3], np.maximum(dfs[:3], 1), df_res), np.nan]
     return pd.DataFrame({"term": ["method", "class", "method:class", "Residual"], "sum_sq": ss, "df": dfs, "F": f,
                          "p_value": p})
+
+
+def _components(a: np.ndarray, b: np.ndarray) -> int:
+    """Connected components of the bipartite graph with an edge (a_i, b_i) per row."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    na, nb = int(a.max()) + 1, int(b.max()) + 1
+    graph = coo_matrix((np.ones(a.size), (a, na + b)), shape=(na + nb, na + nb))
+    return int(connected_components(graph, directed=False)[0])
 
 
 def _levels(col: pd.Series) -> pd.Categorical:
@@ -227,7 +233,10 @@ def mixed_fit(df: pd.DataFrame, value: str = "ap") -> MixedFit:
                                     pd.Categorical(d["meth"], categories=methods).codes.astype(np.int64),
                                     len(methods))
         n_queries = int(d["qid"].nunique())
-        within_df = len(d) - n_queries - (len(methods) - 1)  # between-within df of a method term
+        # between-within df of a method term: observations - rank of [query, method] dummies
+        # (queries + methods - the components of the query-method graph; one when connected)
+        within_df = len(d) - n_queries - len(methods) + _components(pd.factorize(d["qid"])[0],
+                                                                     pd.factorize(d["meth"])[0])
         df = np.r_[n_queries - 1, np.full(len(methods) - 1, within_df)].astype(np.float64)
         if model.within_rss() <= VALUE_TOLERANCE**2 or within_df < 1:
             why = ("undefined: the method effects fit every within-query difference exactly (zero residual "

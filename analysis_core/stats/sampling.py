@@ -159,15 +159,14 @@ def _t_interval(est: float, var: float, df: float, alpha: float) -> dict:
             "confidence": 1 - alpha}
 
 
-def _korn_graubard(est: float, var: float, df: float, n: int, alpha: float, N: int | None = None) -> dict:
+def _korn_graubard(est: float, var: float, df: float, n: int, alpha: float) -> dict:
     from scipy import stats
 
     p = min(max(est, 0.0), 1.0)
-    # the effective n is at most what simple random sampling of n of the N queries gives:
-    # n / (1 - n/N) (its variance p(1-p)(1-f)/n); capping at n ignored the finite population,
-    # and with nearly every query sampled the df adjustment then shrank n_eff below 1: [0, 1]
-    cap = n if N is None or n >= N else n / (1 - n / N)
-    n_eff = cap if var <= 0 else min(cap, p * (1 - p) / var) if 0 < p < 1 else cap
+    # capped at n (Korn & Graubard): a cap with the finite population, n / (1 - n/N), made the
+    # interval of an all-hit sample too tight (6 % misses below, 2.5 % nominal); what the finite
+    # population proves is applied as bounds by mean_interval instead
+    n_eff = n if var <= 0 else min(n, p * (1 - p) / var) if 0 < p < 1 else n
     if np.isfinite(df) and df > 0:
         n_eff *= (stats.t.ppf(1 - alpha / 2, n - 1) / stats.t.ppf(1 - alpha / 2, df)) ** 2
     x = n_eff * p
@@ -184,15 +183,14 @@ def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, a
     rates (P@1, Recall@K: per-query values 0 or 1, fractional only under ties) and for means so
     close to 0 or 1 that ``n min(p, 1 - p) < 10`` (within-class variances are then mostly 0 and a t
     interval collapses to a point), the Korn-Graubard interval (Korn & Graubard 1998):
-    Clopper-Pearson with the effective sample size ``min(n / (1 - n/N), p(1-p)/v)`` (the cap is
-    simple random sampling's, finite population included), adjusted for the df. Either is cut to
-    the bounds the sample proves (the unsampled queries all 0, all 1), which matter when nearly
-    every query is sampled."""
+    Clopper-Pearson with the effective sample size ``min(n, p(1-p)/v)``, adjusted for the df.
+    Either is cut to the bounds the sample proves (the unsampled queries all 0, all 1), which
+    matter when nearly every query is sampled."""
     y = np.asarray(values, np.float64)
     p = stratified_mean(y, strata, sample)
     var, df = _satterthwaite(y, strata, sample)
     if hit_rate or y.size * min(p, 1 - p) < 10:
-        out = {**_korn_graubard(p, var, df, y.size, alpha, sample.N), "interval": "korn-graubard"}
+        out = {**_korn_graubard(p, var, df, y.size, alpha), "interval": "korn-graubard"}
     else:
         out = {**_t_interval(p, var, df, alpha), "interval": "t"}
     # the frame mean is known to lie between "every unsampled query scores 0" and "... scores 1":

@@ -259,7 +259,10 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             f = _bare(stats.f_oneway, samples)(*samples)
-        rows.append(_row("anova", f.statistic, k - 1, N - k, f.pvalue))
+        stat, pv = float(f.statistic), float(f.pvalue)
+        if stat <= 0.0 or (math.isfinite(stat) and stat < 1e-20):  # equal group means: SS below zero by rounding
+            stat, pv = 0.0, 1.0
+        rows.append(_row("anova", stat, k - 1, N - k, pv))
     if zero:
         rows.append(_row("welch", note=f"undefined: {len(zero)} group(s) with zero variance ({some(zero)}); "
                                        "Welch weights groups by 1/variance."))

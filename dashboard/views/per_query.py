@@ -10,7 +10,7 @@ from analysis_core.engine.topk import query_neighbours
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
 from dashboard import cache, components
-from dashboard.views.common import current, similarity
+from dashboard.views.common import current, items, similarity
 
 
 @st.fragment
@@ -26,10 +26,18 @@ def drill_down(key, ev) -> None:
     components.table(worst, f"worst_queries_{m}", height=300)  # common.current: some query has a positive
 
     st.subheader("Drill-down: a query's nearest neighbours")
-    first = int(worst["query"].iloc[0]) if not worst.empty else 0
+    first = int(worst["query"].iloc[0]) if not worst.empty else int(ev.rows[0])
     q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first)
-    xf, sq = cache.vectors(key, ds, m)
-    scores, idx = query_neighbours(xf, q, 10, similarity=similarity(), sq_norms=sq)
+    rows = ev.rows  # the evaluated items' input rows (a split's), ascending
+    at = int(np.searchsorted(rows, q))
+    if at >= rows.size or rows[at] != q:
+        st.info(f"Row {q} is not among the evaluated items (split '{ev.split}'): pick one of them.")
+        return
+    sub = items(ev)
+    xf, sq = cache.vectors(key, sub, m)  # ranked as the engine ranks: within the split, against its gallery
+    gallery = None if sub.role is None else np.isin(sub.role, ("gallery", "both"))
+    scores, idx = query_neighbours(xf, at, 10, similarity=similarity(), sq_norms=sq, candidates=gallery)
+    idx = rows[idx]
     ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
     nn = pd.DataFrame({"rank": np.arange(1, idx.size + 1), "item": idx, "id": ids[idx], "label": ds.labels[idx],
                        "same class": ds.labels[idx] == ds.labels[q], "score": scores})

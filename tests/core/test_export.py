@@ -492,16 +492,20 @@ def test_per_query_files_read_back_as_written(tmp_path):
 
 
 @needs_tools
-@pytest.mark.parametrize("width_in", [7.2, 5.1, 3.5])
+@pytest.mark.parametrize("width_in", [7.2, 5.1, 3.5, 2.42, 4.17, 5.08, 2.005])
 def test_pdf_page_is_the_exact_width_where_chromium_quantises_it_and_the_file_stays_valid(width_in, tmp_path):
     """Chromium prints a page that is not a whole number of CSS pixels a little narrow (7.2 in gave
-    517.92 pt): the page box is rewritten in place. pdfinfo reads the exact width, every
-    cross-reference offset still points at its object, and pdftoppm renders the page."""
+    517.92 pt, 2.42 in gave 174 where 174.24 does not fit the 3 bytes Chromium wrote): the page
+    box is rewritten and the cross-reference table with it. pdfinfo reads the exact width (and
+    reports no error), every cross-reference offset points at its object, and pdftoppm renders
+    the page. (92 widths from 2 to 8 in, measured once: all exact.)"""
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
     path = tmp_path / "f.pdf"
     path.write_bytes(figure_bytes(fig, "pdf", FigureStyle(width_in=width_in)))
+    info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True)
+    assert info.stderr == "", info.stderr  # no "xref table broken, reconstructing"
     w, _ = _pdf_size_in(path)
     assert abs(w * 72 - width_in * 72) <= 0.01
     data = path.read_bytes()
@@ -514,7 +518,7 @@ def test_pdf_page_is_the_exact_width_where_chromium_quantises_it_and_the_file_st
     subprocess.run(["pdftoppm", "-r", "20", "-png", str(path), str(tmp_path / "page")], check=True,
                    capture_output=True)
     with Image.open(next(tmp_path.glob("page*.png"))) as im:
-        assert im.size[0] == round(width_in * 20)
+        assert abs(im.size[0] - width_in * 20) <= 1  # pdftoppm rounds the pixel count up
 
 
 def test_png_resolution_chunk_is_valid_and_replaces_an_old_one():
@@ -554,10 +558,16 @@ def test_a_wide_table_repeats_the_columns_that_name_a_row_in_every_column_group(
                  p_value=rng.random(), note="undefined: one of the two checkpoints has no scored query at all")
             for sp in ("train", "test") for f in ("mlp32", "mlp64") for e, m in enumerate(("map", "map_at_r", "p1"))]
     df = pd.DataFrame(rows)
-    assert key_columns(df) == 3
-    assert key_columns(df.drop(columns=["family"]).drop_duplicates(["split", "metric"])) == 2
-    assert key_columns(pd.DataFrame({"method": ["a", "b"], "map": [0.1, 0.2]})) == 1
-    assert key_columns(pd.DataFrame({"x": [0.5, 0.5], "y": [1.0, 2.0]})) == 1  # floats never name rows
+    assert key_columns(df) == [0, 1, 2]
+    assert key_columns(df.drop(columns=["family"]).drop_duplicates(["split", "metric"])) == [0, 1]
+    assert key_columns(pd.DataFrame({"method": ["a", "b"], "map": [0.1, 0.2]})) == [0]
+    assert key_columns(pd.DataFrame({"x": [0.5, 0.5], "y": [1.0, 2.0]})) == [0]  # floats never name rows
+    # the checkpoints table: split, family, method, step (implied by the method), metric
+    ck = pd.DataFrame([dict(split="test", family="mlp64", method=f"mlp64_epoch_{e}", step=e, metric=m, label=m,
+                            value=0.5) for e in (1, 3) for m in ("map", "jsd")])
+    assert [ck.columns[i] for i in key_columns(ck)] == ["method", "metric"]  # one split, one family: no help
+    two = pd.concat([ck, ck.assign(split="train")])
+    assert [two.columns[i] for i in key_columns(two)] == ["split", "method", "metric"]
     tex = to_latex(df, caption="best against last")
     tabulars = tex.split(r"\begin{tabular}")[1:]
     assert len(tabulars) >= 2
@@ -567,3 +577,17 @@ def test_a_wide_table_repeats_the_columns_that_name_a_row_in_every_column_group(
     (tmp_path / "t.tex").write_text(tex)
     log = compile_two_column([tmp_path / "t.tex"], tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftotext") is None,
+                    reason="pdflatex or pdftotext missing (make test installs texlive and poppler-utils)")
+def test_angle_brackets_and_bars_print_as_themselves(tmp_path):
+    """pdflatex's default font printed '<b>' as '¡b¿' and the ' | ' of method x class groups as
+    an em dash."""
+    df = pd.DataFrame({"group": ["<b>model</b> | cat", "a>b | c<d"], "mean": [0.5, 0.25]})
+    (tmp_path / "t.tex").write_text(to_latex(df, caption="names with < > |"))
+    compile_two_column([tmp_path / "t.tex"], tmp_path)
+    text = subprocess.run(["pdftotext", str(tmp_path / "doc.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "<b>model</b> | cat" in text and "a>b | c<d" in text and "names with < > |" in text, text
+    assert "¡" not in text and "¿" not in text

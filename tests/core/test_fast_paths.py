@@ -121,6 +121,27 @@ def test_query_neighbours_order_ties_by_index_and_leave_the_query_out():
     assert i.tolist() == [1]
 
 
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_query_neighbours_within_a_gallery_equal_exact_distances(offset):
+    """The drill-down's neighbours: only gallery items (``candidates``), euclidean expanded in
+    float64 as the engine's tiles do, vectors prepared as the engine prepares them (moved when far
+    from the origin). Before, float32 expansion at 1e4 left 1 of the exact top 10."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(2)
+    X = offset + rng.standard_normal((300, 8))
+    gallery = rng.random(300) < 0.6
+    xf = prepare_vectors(X, "euclidean")
+    for q in (0, 5, 299):
+        s, i = query_neighbours(xf, q, 10, similarity="euclidean", candidates=gallery)
+        d = cdist(X[q:q + 1], X)[0]
+        d[~gallery] = np.inf
+        d[q] = np.inf
+        want = np.lexsort((np.arange(300), d))[:10]
+        assert i.tolist() == want.tolist()
+        np.testing.assert_allclose(-s, d[want], rtol=1e-5)
+
+
 def test_t_intervals_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
     from analysis_core.stats.method_tests import _pair_effects
 

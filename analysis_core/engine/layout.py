@@ -60,14 +60,20 @@ def euclidean_shift(X: np.ndarray) -> np.ndarray | None:
     exact ties of integer or binary codes stay ties."""
     if X.size == 0:
         return None
-    lo = np.min(X, axis=0).astype(np.float64)
-    hi = np.max(X, axis=0).astype(np.float64)
-    centre, half = lo / 2 + hi / 2, hi / 2 - lo / 2
+    centre, half = box_centre(X)
     scale = float(np.max(np.abs(centre)))
     if scale == 0.0 or not np.isfinite(scale):
         return None
     c, h = centre / scale, half / scale  # no overflow in the squares
     return centre if float(c @ c) > EUCLIDEAN_SHIFT_RATIO * float(h @ h) else None
+
+
+def box_centre(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(midpoint, half-extent) of the rows' bounding box, per coordinate, in float64: from min and
+    max only, so the same bits for the rows in any order."""
+    lo = np.min(X, axis=0).astype(np.float64)
+    hi = np.max(X, axis=0).astype(np.float64)
+    return lo / 2 + hi / 2, hi / 2 - lo / 2
 
 
 def _unit_scale(rows: np.ndarray) -> np.ndarray:
@@ -114,7 +120,7 @@ def score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:
     X64 = Xu.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # an infinite (or NaN) range is refused by the caller
         if similarity == "euclidean" and Xu.size:
-            X64 = X64 - (np.min(X64, axis=0) / 2 + np.max(X64, axis=0) / 2)
+            X64 -= box_centre(X64)[0]
         m = float(np.sqrt(np.max(np.add.reduce(X64**2, axis=1)))) if Xu.size else 0.0
     if m == 0.0:
         return -1.0, 1.0

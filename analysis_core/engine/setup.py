@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from .layout import PRECISIONS, canonical_order, gallery_positives, prepare_vectors, score_range
+from .layout import PRECISIONS, canonical_order, euclidean_shift, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
 from .query_metrics import metric_plan
 from .tiles import TILE
@@ -161,8 +161,6 @@ def _underflow(similarity: str, dtype: np.dtype, X: np.ndarray) -> None:
     """Refuse embeddings whose dot or euclidean scores underflow the score dtype (they would tie
     at 0, a random ranking); vectors that are all the same (euclidean, every distance truly 0)
     pass."""
-    from .layout import euclidean_shift
-
     X64 = np.asarray(X, np.float64)
     if similarity == "euclidean":
         shift = euclidean_shift(X64)

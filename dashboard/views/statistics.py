@@ -3,7 +3,8 @@ all from one ``analyse`` call (the report runs the same)."""
 
 from __future__ import annotations
 
-import numpy as np
+import math
+
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
@@ -65,7 +66,7 @@ if got is not None:
         st.subheader("Two-way ANOVA: method × class")
         components.table(res.two_way, "two_way_anova")
         st.subheader("Mixed model: AP ~ method + (1 | query)")
-        if np.isfinite(res.mixed.residual_variance):
+        if math.isfinite(res.mixed.residual_variance):
             st.caption(f"query variance {res.mixed.query_variance:.4g}, "
                        f"residual variance {res.mixed.residual_variance:.4g}")
         else:

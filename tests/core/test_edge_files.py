@@ -156,7 +156,8 @@ def _refused_paths(tmp_path, X, y):
     probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
                             "import analysis_core"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     if probe.returncode != 0:  # e.g. a checkout under a 0700 folder (mktemp -d): nothing to test as that user
-        pytest.skip(f"an unprivileged user cannot import this checkout ({probe.stderr.strip()[-120:]})")
+        why = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        pytest.skip(f"an unprivileged user cannot import this checkout ({why})")
     for args, path in ((("check", secret), "secret.npz"), (("evaluate", good, "--quiet", "--out", ro), "ro_out")):
         r = as_nobody(*args)
         assert r.returncode == 2, r.stderr

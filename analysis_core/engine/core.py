@@ -33,7 +33,6 @@ import numpy as np
 
 from . import compiled
 from .layout import PRECISIONS, gallery_positives
-from .phases import compute_ahead, run_block
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
 from .results import PassResult, assemble
@@ -83,6 +82,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
                     kernel=kernel, precision=precision, hit_rates_only=hit_rates_only)
+    from .phases import compute_ahead, run_block  # numba (see .compiled)
+
     if compute is not None:
         return compute.run_pass(setup, memory_mb=memory_mb, block_size=block_size, progress=progress)
     n_threads = n_threads or os.cpu_count() or 1

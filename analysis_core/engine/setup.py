@@ -12,7 +12,6 @@ import numpy as np
 from ..errors import InputError
 from .layout import PRECISIONS, canonical_order, euclidean_shift, gallery_positives, prepare_vectors, score_range
 from .plan import positive_tile_pairs
-from .query_metrics import metric_plan
 from .tiles import TILE
 
 #: how phase 2 ranks negatives (results are identical; tests pin each against "general"):
@@ -133,6 +132,8 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     tile_all_query = np.bincount(item_tile[~q_c], minlength=n_tiles) == 0
     tile_all_gallery = np.bincount(item_tile[~g_c], minlength=n_tiles) == 0
     pos_pairs = positive_tile_pairs(item_u, lab)
+    from .query_metrics import metric_plan  # numba: imported here, after the NumPy work above (see .compiled)
+
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))

@@ -382,7 +382,7 @@ def test_tiles_computed_while_numba_loads_give_the_same_pass(precision, seed, ah
     """A process's first pass computes tiles while numba's code loads (the command line) and the
     phases use them: the same bits as a pass that computes every tile itself, whether the loading
     ends after a few positive tiles, among the pair tiles or after every tile of the block."""
-    from analysis_core.engine import compiled, core
+    from analysis_core.engine import compiled, phases
 
     rng = np.random.default_rng(seed)
     n = 2 * TILE + int(rng.integers(1, TILE))
@@ -392,7 +392,7 @@ def test_tiles_computed_while_numba_loads_give_the_same_pass(precision, seed, ah
     args = dict(n_bins=32, n_threads=2, precision=precision, per_query_pairs=roles != "loo", **kw)
     plain = run_pass(X, y, **args)
     computed = []
-    real = core.compute_ahead
+    real = phases.compute_ahead  # the pass imports it from .phases when it runs
 
     def spy(setup, plan, busy):
         kept = real(setup, plan, busy)
@@ -401,7 +401,7 @@ def test_tiles_computed_while_numba_loads_give_the_same_pass(precision, seed, ah
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compiled, "start", lambda **_: _LoadingFor(ahead))
-        mp.setattr(core, "compute_ahead", spy)
+        mp.setattr(phases, "compute_ahead", spy)
         early = run_pass(X, y, **args)
     (kept, of), = computed
     assert kept == min(ahead, of) > 0

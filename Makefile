@@ -62,3 +62,4 @@ $(BENCHV)/.installed: pyproject.toml
 
 bench: $(BENCHV)/.installed
 	$(BENCHV)/bin/python benchmarks/bench_engine.py
+	PYTHONPATH=. $(BENCHV)/bin/python benchmarks/bench_tile.py

@@ -74,13 +74,19 @@ print(calc.get_accuracy(X[qm], y[qm], X[gm], y[gm], ref_includes_query=role is N
 """
 
 
-def make_data(path: Path, n: int, dim: int, n_classes: int, spread: float, split: bool, seed: int = 0) -> None:
+def gaussian_clusters(n: int, dim: int, n_classes: int, spread: float, split: bool, seed: int = 0) -> dict:
+    """The benchmark data as arrays: ``embeddings`` (float32), ``labels`` and, with ``split``, a
+    ``role`` array (a third of the items queries, the rest the gallery)."""
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, n_classes, n)
     centers = rng.standard_normal((n_classes, dim)).astype(np.float32)
     X = centers[labels] + np.float32(spread) * rng.standard_normal((n, dim)).astype(np.float32)
     extra = {"role": np.where(rng.random(n) < 1 / 3, "query", "gallery")} if split else {}
-    np.savez(path, embeddings=X.astype(np.float32), labels=labels, **extra)
+    return {"embeddings": X.astype(np.float32), "labels": labels, **extra}
+
+
+def make_data(path: Path, n: int, dim: int, n_classes: int, spread: float, split: bool, seed: int = 0) -> None:
+    np.savez(path, **gaussian_clusters(n, dim, n_classes, spread, split, seed))
 
 
 def measure(cmd: list[str], env: dict) -> tuple[float, float]:

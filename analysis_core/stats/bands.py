@@ -13,6 +13,7 @@ with probability about 1 - alpha.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..options import check_alpha, check_int
 from .quantiles import t_quantile
 
@@ -40,6 +42,13 @@ def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind
     check_alpha(alpha)
     if kind == "bootstrap":
         n_boot = check_int(n_boot, "n_boot (bootstrap resamples)", 1)
+        fewest = min_resamples(alpha)
+        if n_boot < fewest:
+            raise InputError("settings", f"n_boot = {n_boot} bootstrap resamples cannot give a {100 * (1 - alpha):g} % "
+                             f"band: the {1 - alpha:g} quantile of the resampled maxima needs at least {fewest} "
+                             "(1/alpha - 1); below that it is the largest of a few draws, a band too narrow.",
+                             f"give n_boot at least {fewest}" + ("; the default, 2000, is enough." if fewest <= 2000
+                                                                 else f" for alpha = {alpha:g}."))
     out = []
     for curves in curves_list:
         curves = np.asarray(curves, np.float64)
@@ -63,6 +72,13 @@ def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind
         done(float(len(out)) if kind == "t" else float(len(out) - len(resampled)))
     return [{"recall": recall, "mean": mean, "low": mean - half, "high": mean + half, "n": n}
             for (_, n, mean, _), half in zip(out, halves, strict=True)]
+
+
+def min_resamples(alpha: float) -> int:
+    """The fewest bootstrap resamples whose (1 - alpha) quantile is not simply their largest value:
+    1/alpha - 1, rounded up (19 at alpha = 0.05): B resamples with (B + 1) alpha >= 1, so that
+    the quantile's position among the ordered values lies below the largest."""
+    return max(1, math.ceil(1 / alpha - 1 - 1e-9))
 
 
 def _bootstrap_worst(bands: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_boot: int, seed: int,

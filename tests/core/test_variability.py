@@ -365,3 +365,25 @@ def test_pr_bands_report_progress_up_to_every_band_and_stop_when_it_raises(kind)
         pr_bands(ev, kind=kind, n_boot=5000, classes=["all", "1"], progress=stop)
     # the chunks in flight when it raised finish, no new one starts (18 chunks in all here)
     assert len(stops) <= (os.cpu_count() or 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(alpha=st.sampled_from([0.5, 0.3, 0.25, 0.2, 0.1, 0.05, 0.01, 0.001]) | st.floats(0.002, 0.9),
+       below=st.integers(1, 5))
+def test_a_bootstrap_band_from_too_few_resamples_for_its_level_is_refused_saying_how_many(alpha, below):
+    """The (1 - alpha) quantile of B resampled maxima is more than their largest value only when
+    (B + 1) alpha >= 1; with fewer the "band" is the largest of a few draws. The fewest accepted
+    is found here by enumeration, independently of the code's formula."""
+    from analysis_core.errors import InputError
+
+    fewest = next(b for b in itertools.count(1) if (b + 1) * alpha >= 1 - 1e-12)
+    rng = np.random.default_rng(0)
+    curves, recall = rng.random((12, 4)), np.linspace(0, 1, 4)
+    ok = band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest, seed=1)
+    assert np.isfinite(ok["high"]).all() and (ok["high"] >= ok["mean"]).all()
+    if fewest - below >= 1:
+        with pytest.raises(InputError) as err:
+            band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest - below, seed=1)
+        assert f"at least {fewest}" in str(err.value) and "n_boot" in str(err.value)
+    # the t band has no resamples: any n_boot is ignored
+    assert np.isfinite(band(curves, recall, alpha=alpha, kind="t", n_boot=1)["high"]).all()

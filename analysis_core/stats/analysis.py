@@ -82,6 +82,23 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
                    seed=seed, value=value).at(alpha)
 
 
+#: the largest magnitude the tests take: Welch's and Games-Howell's degrees of freedom hold fourth
+#: powers of the values, which overflow float64 from ~1e77 (at 1e300 even the variances did: inf
+#: or NaN, reported as "constant groups"); no metric comes near it
+MAX_MAGNITUDE = 1e50
+
+
+def _check_magnitude(values: np.ndarray, what: str) -> None:
+    """Refuse values whose squares the tests cannot sum in float64."""
+    finite = values[np.isfinite(values)]
+    top = float(np.max(np.abs(finite))) if finite.size else 0.0
+    if top > MAX_MAGNITUDE:
+        raise InputError("analyse", f"{what} reaches {top:.3g}; the tests take values up to {MAX_MAGNITUDE:g} (their "
+                         "squares and fourth powers overflow float64 beyond that).",
+                         "divide the values by a constant first (the F and t tests and their p-values do not "
+                         "change; means and intervals scale with it).")
+
+
 def _check_alpha(alpha: float) -> None:
     check_alpha(alpha)
 
@@ -167,6 +184,9 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
         ap = ap[finite]
         if metrics is not None and "value" in metrics.columns:
             metrics = metrics[np.isfinite(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64))]
+    _check_magnitude(values[finite], f"'{value}'")
+    if metrics is not None and "value" in metrics.columns:
+        _check_magnitude(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64), "the metrics' 'value'")
     if per_class_n:
         short = int((ap.groupby("label")["query"].nunique() < per_class_n).sum())
         ap = balanced_subsample(ap, per_class_n, seed)

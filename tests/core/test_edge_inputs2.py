@@ -320,3 +320,29 @@ def test_query_sample_hit_rate_intervals_cover_the_frame_value(N, n):
         iv = mean_interval(y[q.chosen], q.strata_of(q.chosen), q, 0.05, True)
         covered += iv["low"] <= truth <= iv["high"]
     assert covered / 600 >= 0.95, covered / 600
+
+
+@settings(max_examples=25, deadline=None)
+@given(exponent=st.integers(-3, 49), seed=st.integers(0, 2**16))
+def test_analyse_is_scale_free_up_to_its_limit_and_refuses_values_beyond_it(exponent, seed):
+    """Values scaled by 10^k (k up to 49) give the one-way tests of scipy on the method x class
+    groups, with no numpy warning (Welch's and Games-Howell's fourth powers stay finite); values
+    beyond 1e50 are refused with a message instead of variances overflowing into "constant groups"."""
+    import warnings
+
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    n = 24
+    df = pd.DataFrame({"method": np.repeat(["a", "b"], n), "query": np.tile(np.arange(n), 2),
+                       "label": np.tile(np.arange(n) % 3, 2), "ap": rng.random(2 * n) * 10.0**exponent})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tests = analyse(df).one_way.tests.set_index("test")
+    groups = [g["ap"].to_numpy() for _, g in df.groupby(["method", "label"])]
+    assert tests.loc["anova", "p_value"] == pytest.approx(stats.f_oneway(*groups).pvalue, rel=1e-9, abs=1e-15)
+    assert 0.0 <= tests.loc["welch", "p_value"] <= 1.0  # defined: the variances are finite and non-zero
+    assert tests.loc["kruskal", "p_value"] == pytest.approx(stats.kruskal(*groups).pvalue, rel=1e-9)
+    huge = df.assign(ap=df["ap"] * 1e250)
+    with pytest.raises(InputError, match="divide the values by a constant"):
+        analyse(huge)

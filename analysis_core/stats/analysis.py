@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..options import check_alpha, check_int
 from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
-from .variability import OneWayResult, balanced_subsample, one_way
+from .variability import OneWayResult, balanced_subsample, check_magnitude, one_way
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
 
@@ -80,23 +80,6 @@ def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] =
     _check_alpha(alpha)
     return prepare(ap, posthoc=posthoc, per_class_n=per_class_n, metrics=metrics, n_permutations=n_permutations,
                    seed=seed, value=value).at(alpha)
-
-
-#: the largest magnitude the tests take: Welch's and Games-Howell's degrees of freedom hold fourth
-#: powers of the values, which overflow float64 from ~1e77 (at 1e300 even the variances did: inf
-#: or NaN, reported as "constant groups"); no metric comes near it
-MAX_MAGNITUDE = 1e50
-
-
-def _check_magnitude(values: np.ndarray, what: str) -> None:
-    """Refuse values whose squares the tests cannot sum in float64."""
-    finite = values[np.isfinite(values)]
-    top = float(np.max(np.abs(finite))) if finite.size else 0.0
-    if top > MAX_MAGNITUDE:
-        raise InputError("analyse", f"{what} reaches {top:.3g}; the tests take values up to {MAX_MAGNITUDE:g} (their "
-                         "squares and fourth powers overflow float64 beyond that).",
-                         "divide the values by a constant first (the F and t tests and their p-values do not "
-                         "change; means and intervals scale with it).")
 
 
 def _check_alpha(alpha: float) -> None:
@@ -184,9 +167,9 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
         ap = ap[finite]
         if metrics is not None and "value" in metrics.columns:
             metrics = metrics[np.isfinite(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64))]
-    _check_magnitude(values[finite], f"'{value}'")
+    check_magnitude(values[finite], f"'{value}'")  # before any test (each checks it again)
     if metrics is not None and "value" in metrics.columns:
-        _check_magnitude(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64), "the metrics' 'value'")
+        check_magnitude(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64), "the metrics' 'value'")
     if per_class_n:
         short = int((ap.groupby("label")["query"].nunique() < per_class_n).sum())
         ap = balanced_subsample(ap, per_class_n, seed)

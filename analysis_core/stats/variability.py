@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
 MIN_GROUP = 2  # below this a group has no variance: dropped, with a warning
 SMALL_GROUP = 5  # below this results are fragile: warning
 MIN_LEVENE_GROUP = 3  # groups of 2 have identical absolute deviations from their median
@@ -68,9 +70,29 @@ def merge_rounding_noise(x: np.ndarray, tol: float = VALUE_TOLERANCE) -> np.ndar
     return out
 
 
+#: the largest magnitude the tests take: Welch's and Games-Howell's degrees of freedom hold fourth
+#: powers of the values, which overflow float64 from ~1e77 (at 1e300 even the variances did: inf
+#: or NaN, reported as "constant groups"); no metric comes near it
+MAX_MAGNITUDE = 1e50
+
+
+def check_magnitude(values: np.ndarray, what: str) -> None:
+    """Refuse values whose squares the tests cannot sum in float64."""
+    finite = values[np.isfinite(values)]
+    top = float(np.max(np.abs(finite))) if finite.size else 0.0
+    if top > MAX_MAGNITUDE:
+        raise InputError("statistics", f"{what} reaches {top:.3g}; the tests take values up to "
+                         f"{MAX_MAGNITUDE:g} (their squares and fourth powers overflow float64 beyond that).",
+                         "divide the values by a constant first (the F and t tests and their p-values do not "
+                         "change; means and intervals scale with it).")
+
+
 def clean_values(df: pd.DataFrame, value: str = "ap") -> pd.DataFrame:
-    """``df`` with ``value`` passed through :func:`merge_rounding_noise` (a copy)."""
-    return df.assign(**{value: merge_rounding_noise(df[value].to_numpy(np.float64))})
+    """``df`` with ``value`` passed through :func:`merge_rounding_noise` (a copy); values beyond
+    :data:`MAX_MAGNITUDE` are refused (:func:`check_magnitude`)."""
+    values = df[value].to_numpy(np.float64)
+    check_magnitude(values, f"'{value}'")
+    return df.assign(**{value: merge_rounding_noise(values)})
 
 
 def some(names: list[str], n: int = 3) -> str:

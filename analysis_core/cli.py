@@ -198,6 +198,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.style == "custom" and args.width is None:
         raise InputError("--style custom", "needs the figure width.", "add --width INCHES, e.g. --width 5.")
     style = FigureStyle.preset(args.style, width_in=args.width, dpi=args.dpi)
+    if args.band == "bootstrap":
+        from .stats.bands import bootstrap_resamples
+
+        bootstrap_resamples(None, args.alpha)  # an alpha too small for any bootstrap: refused now, not after
     if args.format:
         require_chromium()  # before minutes of computing, not after
         start_renderer()  # Chromium starts while the report is computed

@@ -94,6 +94,8 @@ def fixed_costs(repeat: int = 3) -> tuple[float, float]:
         ev = best_of([sys.executable, "-m", "analysis_core", "evaluate", str(data), "--quiet", "--out",
                       str(Path(tmp) / "out")], env, repeat)
         product = best_of([sys.executable, "-c", MATMUL, str(data)], env, repeat)
+    if ev is None or product is None:
+        raise SystemExit("fixed costs: a contender failed (printed above)")
     return ev[0], product[0]
 
 

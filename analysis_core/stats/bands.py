@@ -29,26 +29,20 @@ ALL = "all"
 
 
 def band(curves: np.ndarray, recall: np.ndarray, alpha: float = 0.05, kind: str = "t",
-         n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Band over the rows of ``curves`` (queries x recall points): recall, mean, low, high, n."""
+         n_boot: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """Band over the rows of ``curves`` (queries x recall points): recall, mean, low, high, n.
+    ``n_boot``: resamples of the simultaneous band (default: :func:`bootstrap_resamples`)."""
     return pd.DataFrame(_bands([curves], recall, alpha, kind, n_boot, seed)[0])
 
 
-def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind: str, n_boot: int, seed: int,
+def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind: str, n_boot: int | None, seed: int,
            done=None) -> list[dict]:
     """:func:`band`'s columns as arrays, for each matrix of curves (each band is the one it has
     alone). ``done(fraction)``: called as bands are finished (the bootstrap's as its resamples
     are drawn), for progress."""
     check_alpha(alpha)
     if kind == "bootstrap":
-        n_boot = check_int(n_boot, "n_boot (bootstrap resamples)", 1)
-        fewest = min_resamples(alpha)
-        if n_boot < fewest:
-            raise InputError("settings", f"n_boot = {n_boot} bootstrap resamples cannot give a {100 * (1 - alpha):g} % "
-                             f"band: the {1 - alpha:g} quantile of the resampled maxima needs at least {fewest} "
-                             "(1/alpha - 1); below that it is the largest of a few draws, a band too narrow.",
-                             f"give n_boot at least {fewest}" + ("; the default, 2000, is enough." if fewest <= 2000
-                                                                 else f" for alpha = {alpha:g}."))
+        n_boot = bootstrap_resamples(n_boot, alpha)
     out = []
     for curves in curves_list:
         curves = np.asarray(curves, np.float64)
@@ -74,11 +68,47 @@ def _bands(curves_list: list[np.ndarray], recall: np.ndarray, alpha: float, kind
             for (_, n, mean, _), half in zip(out, halves, strict=True)]
 
 
+DEFAULT_RESAMPLES = 2000
+#: the largest bootstrap a band may need (1e6 resamples: alpha near 1e-5); smaller alphas are refused
+MAX_RESAMPLES = 10**6
+
+
 def min_resamples(alpha: float) -> int:
-    """The fewest bootstrap resamples whose (1 - alpha) quantile is not simply their largest value:
-    1/alpha - 1, rounded up (19 at alpha = 0.05): B resamples with (B + 1) alpha >= 1, so that
-    the quantile's position among the ordered values lies below the largest."""
-    return max(1, math.ceil(1 / alpha - 1 - 1e-9))
+    """The fewest resamples B whose (1 - alpha) quantile, as ``np.quantile`` takes it (linear
+    between order statistics), has an expected level within alpha / 10 of 1 - alpha.
+
+    The order statistics of B draws sit at expected levels k / (B + 1), so the interpolated
+    quantile's level falls short of 1 - alpha by (1 - 2 alpha) / (B + 1): the band is too narrow
+    by that much on average. Within alpha / 10: B >= 10 (1 - 2 alpha) / alpha - 1 (179 at
+    alpha = 0.05, 9 979 at 0.001). Alphas needing more than :data:`MAX_RESAMPLES` give
+    ``MAX_RESAMPLES + 1``."""
+    need = 10.0 * (1.0 - 2.0 * alpha) / alpha - 1.0
+    if not need <= MAX_RESAMPLES:  # also inf (alpha near the smallest float)
+        return MAX_RESAMPLES + 1
+    return max(1, math.ceil(need - 1e-9 * max(1.0, need)))
+
+
+def bootstrap_resamples(n_boot: int | None, alpha: float) -> int:
+    """The resamples a simultaneous band at ``alpha`` uses: ``n_boot``, or when None the default
+    (2000) raised to :func:`min_resamples`; a given ``n_boot`` below that minimum is refused, so is
+    an alpha needing more than :data:`MAX_RESAMPLES`."""
+    fewest = min_resamples(alpha)
+    level = f"{100 * (1 - alpha):.10g} %"
+    if fewest > MAX_RESAMPLES:
+        raise InputError("settings", f"a {level} simultaneous band (alpha = {alpha:g}) needs more than "
+                         f"{MAX_RESAMPLES:,} bootstrap resamples for its level to be met.",
+                         "use a larger alpha (at least 1e-5) or the pointwise t band.")
+    if n_boot is None:
+        return max(DEFAULT_RESAMPLES, fewest)
+    n_boot = check_int(n_boot, "n_boot (bootstrap resamples)", 1)
+    if n_boot < fewest:
+        short = 100 * (1 - 2 * alpha) / (n_boot + 1)
+        raise InputError("settings", f"n_boot = {n_boot} bootstrap resamples give a {level} simultaneous band that "
+                         f"is too narrow: its expected level falls short by about {short:.3g} points "
+                         f"((1 - 2 alpha) / (n_boot + 1)); {fewest} keep the shortfall within alpha / 10.",
+                         f"give n_boot at least {fewest}, or leave it out (the default, "
+                         f"{max(DEFAULT_RESAMPLES, fewest)} at this alpha).")
+    return n_boot
 
 
 def _bootstrap_worst(bands: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_boot: int, seed: int,
@@ -163,7 +193,7 @@ def sub_grid(recall: np.ndarray, n_recall: int) -> np.ndarray:
     return np.arange(0, recall.size, steps // (n_recall - 1))
 
 
-def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_boot: int = 2000,
+def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_boot: int | None = None,
              seed: int = 0, *, classes=None, n_recall: int | None = None, progress=None) -> pd.DataFrame:
     """Bands per method, overall (class ``all``) and per class, over the evaluation's queries.
     Columns: method, class, recall, mean, low, high, n. Per-split bands come from evaluating each

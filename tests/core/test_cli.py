@@ -170,3 +170,13 @@ def test_usage_errors_exit_2_without_traceback(tmp_path):
     for args in (["evaluate", p, "--k", "0"], ["evaluate", p, "--similarity", "manhattan"], ["frobnicate"]):
         r = run_cli(*args)
         assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_report_refuses_an_alpha_too_small_for_a_bootstrap_band_before_computing(tmp_path):
+    """--band bootstrap at alpha = 1e-7 would need ~1e8 resamples: exit 2 with the fix, before the
+    evaluation (no output folder is made) rather than after it."""
+    out = tmp_path / "rep"
+    r = run_cli("report", ROOT / "demo_data" / "digits.npz", "--band", "bootstrap", "--alpha", "1e-7", "--out", out,
+                "--format", "")
+    assert r.returncode == 2 and "larger alpha" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()

@@ -86,11 +86,12 @@ def test_a_pass_in_a_library_process_leaves_numbas_blas_probe_alone():
     assert out.stdout.strip().splitlines()[-1] == "True"
 
 
-def test_the_pass_imports_numba_only_after_its_numpy_set_up():
-    """The compiled modules are imported by the pass after :func:`.setup.prepare`'s NumPy work,
-    so the caller's thread lays out the data while numba's start runs in its own thread instead of
-    waiting on numba's import lock: importing the evaluation, the engine's entry point or its
-    set-up imports no numba, and ``prepare`` itself imports it only at its end (the metric plan)."""
+def test_importing_the_evaluation_and_the_engines_set_up_imports_no_numba():
+    """The pass imports its compiled modules when it runs (after :func:`.setup.prepare`'s NumPy
+    work), not when the evaluation is imported: otherwise the caller's thread waits on numba's
+    import lock while numba's start runs in its own thread, instead of laying out the data. This
+    checks the import half: the evaluation, the engine's entry point, its set-up and plan load no
+    numba module."""
     probe = ("import json, sys\nimport analysis_core.evaluation, analysis_core.engine.core, "
              "analysis_core.engine.setup, analysis_core.engine.plan\n"
              "print(json.dumps(sorted(m for m in sys.modules if m == 'numba' or m.startswith('numba.'))))")

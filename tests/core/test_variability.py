@@ -367,23 +367,48 @@ def test_pr_bands_report_progress_up_to_every_band_and_stop_when_it_raises(kind)
     assert len(stops) <= (os.cpu_count() or 1)
 
 
-@settings(max_examples=40, deadline=None)
-@given(alpha=st.sampled_from([0.5, 0.3, 0.25, 0.2, 0.1, 0.05, 0.01, 0.001]) | st.floats(0.002, 0.9),
-       below=st.integers(1, 5))
-def test_a_bootstrap_band_from_too_few_resamples_for_its_level_is_refused_saying_how_many(alpha, below):
-    """The (1 - alpha) quantile of B resampled maxima is more than their largest value only when
-    (B + 1) alpha >= 1; with fewer the "band" is the largest of a few draws. The fewest accepted
-    is found here by enumeration, independently of the code's formula."""
+@settings(max_examples=60, deadline=None)
+@given(alpha=st.sampled_from([0.4, 0.3, 0.25, 0.2, 0.1, 0.05, 0.01, 0.005, 0.001]) | st.floats(0.0002, 0.45),
+       below=st.integers(1, 50))
+def test_a_bootstrap_band_needs_the_resamples_that_put_its_quantile_within_alpha_over_10_of_its_level(alpha, below):
+    """Oracle: B uniform draws' order statistics have expected values k / (B + 1) (the Beta
+    distribution's mean), and np.quantile is linear in them, so the expected level of the
+    quantile the band uses is np.quantile of those expectations. The band must take at least the
+    fewest B whose level falls short of 1 - alpha by at most alpha / 10, found here by search."""
     from analysis_core.errors import InputError
+    from analysis_core.stats.bands import bootstrap_resamples
 
-    fewest = next(b for b in itertools.count(1) if (b + 1) * alpha >= 1 - 1e-12)
-    rng = np.random.default_rng(0)
-    curves, recall = rng.random((12, 4)), np.linspace(0, 1, 4)
-    ok = band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest, seed=1)
-    assert np.isfinite(ok["high"]).all() and (ok["high"] >= ok["mean"]).all()
+    def shortfall(b):
+        return (1 - alpha) - np.quantile(np.arange(1, b + 1) / (b + 1), 1 - alpha)
+
+    lo, hi = 1, 2
+    limit = alpha / 10 * (1 + 1e-9)  # equality (179 at alpha = 0.05) is within, whatever the rounding
+    while shortfall(hi) > limit:  # the shortfall decreases with B: double, then bisect
+        lo, hi = hi, 2 * hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if shortfall(mid) > limit else (lo, mid)
+    fewest = lo
+    assert bootstrap_resamples(fewest, alpha) == fewest
+    assert bootstrap_resamples(None, alpha) == max(2000, fewest)  # the default is raised when alpha needs it
     if fewest - below >= 1:
         with pytest.raises(InputError) as err:
-            band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest - below, seed=1)
-        assert f"at least {fewest}" in str(err.value) and "n_boot" in str(err.value)
-    # the t band has no resamples: any n_boot is ignored
-    assert np.isfinite(band(curves, recall, alpha=alpha, kind="t", n_boot=1)["high"]).all()
+            bootstrap_resamples(fewest - below, alpha)
+        assert f"at least {fewest}" in str(err.value) and "too narrow" in str(err.value)
+    if fewest <= 400:  # the band itself, at the minimum and refused just below
+        rng = np.random.default_rng(0)
+        curves, recall = rng.random((12, 4)), np.linspace(0, 1, 4)
+        ok = band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest, seed=1)
+        assert np.isfinite(ok["high"]).all() and (ok["high"] >= ok["mean"]).all()
+        if fewest > 1:
+            with pytest.raises(InputError):
+                band(curves, recall, alpha=alpha, kind="bootstrap", n_boot=fewest - 1, seed=1)
+    assert np.isfinite(band(np.eye(3), np.linspace(0, 1, 3), alpha=alpha, kind="t", n_boot=1)["high"]).all()
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 1e-12, 1e-310])
+def test_an_alpha_too_small_for_any_bootstrap_is_refused_with_a_message(alpha):
+    from analysis_core.errors import InputError
+
+    with pytest.raises(InputError, match="larger alpha"):
+        band(np.eye(3), np.linspace(0, 1, 3), alpha=alpha, kind="bootstrap")

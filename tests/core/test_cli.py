@@ -180,3 +180,4 @@ def test_report_refuses_an_alpha_too_small_for_a_bootstrap_band_before_computing
                 "--format", "")
     assert r.returncode == 2 and "larger alpha" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists()
+    assert "%" not in r.stderr.replace("99.99999 %", "")  # no progress bar: nothing was evaluated

@@ -225,3 +225,26 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     m = evaluate(ds, ks=(1,), max_classes=n_classes, seed=0).summary()["methods"]["m"]
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
     assert "queries (seed" not in " ".join(c.value for c in at.caption)
+
+
+def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_needs():
+    """At the smallest α of the sidebar the bootstrap band needs 9 979 resamples, not the default
+    2 000 (with those its quantile's level would fall short by ~α/2): the page renders it, and its
+    band is the core's pr_bands at that α (the same resamples, the same seed), wider than at α = 0.05."""
+    from analysis_core.stats.bands import bootstrap_resamples, pr_bands
+    from dashboard import cache
+
+    assert bootstrap_resamples(None, 0.001) == 9979
+    at = _open("digits", "views/pr_bands.py")
+    at.select_slider(key="alpha").set_value(0.001).run()
+    next(r for r in at.radio if r.label == "Band").set_value("bootstrap").run()
+    assert not at.exception and not at.error
+    # stored bootstrap bands of every query (α is part of the key's hash; a prefetch at α = 0.05 may be there too)
+    shown = [e.value.reset_index(drop=True) for k, e in cache.STORE._items.items()
+             if "/bands/('bootstrap'" in k and k.endswith("'all')") and hasattr(e, "value")]
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    n_recall = next(s for s in at.select_slider if s.label == "Recall points N_P").value
+    ref = pr_bands(ev, alpha=0.001, kind="bootstrap", n_recall=n_recall, classes=["all"])
+    assert any(b.shape == ref.shape and b.equals(ref) for b in shown)
+    wide = pr_bands(ev, alpha=0.05, kind="bootstrap", n_recall=n_recall, classes=["all"])
+    assert ((ref["high"] - ref["low"]) > (wide["high"] - wide["low"])).all()

@@ -79,10 +79,9 @@ def query_neighbours(Xf: np.ndarray, query: int, k: int, *, similarity: str = "c
         s = -np.sqrt(np.maximum(sq - 2.0 * (X64 @ X64[query]) + sq[query], 0.0))
     else:
         s = Xf @ q
-    s = s.astype(np.float32)
-    s[query] = -np.inf
+    s = s.astype(np.float32, copy=False)  # a fresh array either way: written below
     allowed = np.ones(s.size, bool) if candidates is None else np.asarray(candidates, bool).copy()
-    allowed[query] = False
+    allowed[query] = False  # the query itself left out
     s[~allowed] = -np.inf
     kk = min(k, int(allowed.sum()))
     if kk <= 0:

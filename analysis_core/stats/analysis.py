@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..options import check_alpha, check_int
 from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
-from .variability import OneWayResult, balanced_subsample, check_magnitude, one_way
+from .variability import OneWayResult, balanced_subsample, one_way
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
 
@@ -167,9 +167,6 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
         ap = ap[finite]
         if metrics is not None and "value" in metrics.columns:
             metrics = metrics[np.isfinite(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64))]
-    check_magnitude(values[finite], f"'{value}'")  # before any test (each checks it again)
-    if metrics is not None and "value" in metrics.columns:
-        check_magnitude(pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64), "the metrics' 'value'")
     if per_class_n:
         short = int((ap.groupby("label")["query"].nunique() < per_class_n).sum())
         ap = balanced_subsample(ap, per_class_n, seed)

@@ -229,14 +229,13 @@ def mixed_fit(df: pd.DataFrame, value: str = "ap") -> MixedFit:
         elif float((per_query.max() - per_query.min()).max()) == 0.0:
             why = "undefined: the methods agree on every query (zero residual variance); no difference to test."
     if not why:
-        model = _QueryInterceptREML(d[value].to_numpy(np.float64), pd.factorize(d["qid"])[0],
-                                    pd.Categorical(d["meth"], categories=methods).codes.astype(np.int64),
-                                    len(methods))
-        n_queries = int(d["qid"].nunique())
+        qcode, queries = pd.factorize(d["qid"])
+        mcode = pd.Categorical(d["meth"], categories=methods).codes.astype(np.int64)
+        model = _QueryInterceptREML(d[value].to_numpy(np.float64), qcode, mcode, len(methods))
+        n_queries = len(queries)
         # between-within df of a method term: observations - rank of [query, method] dummies
         # (queries + methods - the components of the query-method graph; one when connected)
-        within_df = len(d) - n_queries - len(methods) + _components(pd.factorize(d["qid"])[0],
-                                                                     pd.factorize(d["meth"])[0])
+        within_df = len(d) - n_queries - len(methods) + _components(qcode, mcode)
         df = np.r_[n_queries - 1, np.full(len(methods) - 1, within_df)].astype(np.float64)
         if model.within_rss() <= VALUE_TOLERANCE**2 or within_df < 1:
             why = ("undefined: the method effects fit every within-query difference exactly (zero residual "

@@ -282,7 +282,7 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
             warnings.simplefilter("ignore")
             f = _bare(stats.f_oneway, samples)(*samples)
         stat, pv = float(f.statistic), float(f.pvalue)
-        if stat <= 0.0 or (math.isfinite(stat) and stat < 1e-20):  # equal group means: SS below zero by rounding
+        if stat < 1e-20:  # equal group means: SS at or below zero by rounding (NaN stays NaN)
             stat, pv = 0.0, 1.0
         rows.append(_row("anova", stat, k - 1, N - k, pv))
     if zero:

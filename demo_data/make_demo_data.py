@@ -14,7 +14,8 @@
   ``test_unseen`` the never-trained digits 7-9. The embedding is the hidden layer after 0
   (initialisation), 1, 3, 10 and 30 epochs, for two architectures (``mlp32_e*``: 32 units,
   ``mlp64_e*``: 64 units); ``confidence_<method>`` is that checkpoint's largest class probability.
-  Trained single-threaded, so the file regenerates bit for bit.
+  Trained single-threaded: on one machine the file regenerates bit for bit; on another CPU or BLAS
+  kernel the floating-point arrays agree to rounding (tests/core/test_demo_data.py says how closely).
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
     for hit rates, sign-flip permutation otherwise); None where there is no test. One call per
     split: each metric's rows hold only its two methods, so each is tested alone, and the
     permutation tests share one product."""
-    from .stats.method_tests import metric_paired_tests
+    from .stats.paired_tests import metric_paired_tests
 
     out: dict[tuple, bool | None] = {}
     for split in dict.fromkeys(q[0] for q in questions):

@@ -16,8 +16,10 @@ import pandas as pd
 
 from ..errors import InputError
 from ..options import check_alpha, check_int
-from .method_tests import MixedFit, MixedModelResult, metric_paired_tests, mixed_fit, two_way_anova
+from .mixed_model import MixedFit, MixedModelResult, mixed_fit
+from .paired_tests import metric_paired_tests
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
+from .two_way_anova import two_way_anova
 from .variability import OneWayResult, balanced_subsample, one_way
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..methods import checkpoint_families, checkpoint_of
 from ..metrics.registry import summary_metrics
-from .method_tests import metric_paired_tests
+from .paired_tests import metric_paired_tests
 from .quantiles import t_quantile
 from .variability import metric_frame
 

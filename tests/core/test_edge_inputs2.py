@@ -343,8 +343,10 @@ def test_analyse_is_scale_free_up_to_its_limit_and_refuses_values_beyond_it(expo
     assert tests.loc["anova", "p_value"] == pytest.approx(stats.f_oneway(*groups).pvalue, rel=1e-9, abs=1e-15)
     assert 0.0 <= tests.loc["welch", "p_value"] <= 1.0  # defined: the variances are finite and non-zero
     assert tests.loc["kruskal", "p_value"] == pytest.approx(stats.kruskal(*groups).pvalue, rel=1e-9)
-    from analysis_core.stats.method_tests import mixed_model, paired_tests, two_way_anova
+    from analysis_core.stats.mixed_model import mixed_model
+    from analysis_core.stats.paired_tests import paired_tests
     from analysis_core.stats.posthoc import games_howell, tukey_hsd
+    from analysis_core.stats.two_way_anova import two_way_anova
     from analysis_core.stats.variability import one_way
 
     huge = df.assign(ap=df["ap"] * 1e250)

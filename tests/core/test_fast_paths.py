@@ -19,7 +19,7 @@ from scipy import stats
 
 from analysis_core.engine.layout import prepare_vectors
 from analysis_core.engine.topk import query_neighbours, top_k
-from analysis_core.stats.method_tests import two_way_anova
+from analysis_core.stats.two_way_anova import two_way_anova
 
 
 def _statsmodels_two_way(df: pd.DataFrame) -> np.ndarray:
@@ -143,7 +143,7 @@ def test_query_neighbours_within_a_gallery_equal_exact_distances(offset):
 
 
 def test_t_intervals_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
-    from analysis_core.stats.method_tests import _pair_effects
+    from analysis_core.stats.paired_tests import _pair_effects
 
     rng = np.random.default_rng(3)
     for n in (2, 3, 17, 200, 1797):
@@ -159,7 +159,7 @@ def test_t_intervals_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
 
 
 def test_wilcoxon_p_values_of_many_pairs_in_one_call_have_the_bits_of_one_call_each():
-    from analysis_core.stats.method_tests import _wilcoxon_p_values
+    from analysis_core.stats.paired_tests import _wilcoxon_p_values
 
     rng = np.random.default_rng(4)
     for n in (5, 40, 60, 900):
@@ -184,7 +184,7 @@ def test_wilcoxon_p_values_of_many_pairs_in_one_call_have_the_bits_of_one_call_e
 def test_mcnemar_p_values_in_one_call_equal_statsmodels_bit_for_bit():
     from statsmodels.stats.contingency_tables import mcnemar
 
-    from analysis_core.stats.method_tests import mcnemar_exact_p
+    from analysis_core.stats.paired_tests import mcnemar_exact_p
 
     rng = np.random.default_rng(5)
     b = np.r_[rng.integers(0, 3000, 200), np.repeat(np.arange(12), 12)]

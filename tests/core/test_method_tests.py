@@ -12,7 +12,7 @@ from scipy import stats
 
 from analysis_core import Dataset, evaluate
 from analysis_core.stats.analysis import analyse
-from analysis_core.stats.method_tests import metric_paired_tests
+from analysis_core.stats.paired_tests import metric_paired_tests
 from analysis_core.stats.variability import ap_frame, metric_frame
 
 
@@ -103,7 +103,7 @@ def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired
 def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
     from statsmodels.stats.multitest import multipletests
 
-    from analysis_core.stats.method_tests import holm_adjust
+    from analysis_core.stats.paired_tests import holm_adjust
 
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 7, 45, 200):
@@ -112,7 +112,8 @@ def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
 
 
 def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unchanged():
-    from analysis_core.stats import method_tests as mt
+    from analysis_core.stats import paired_tests as pt
+    from analysis_core.stats import permutation as mt
     from analysis_core.stats.variability import clean_values
 
     rng = np.random.default_rng(2)
@@ -121,7 +122,7 @@ def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unc
     df = pd.DataFrame(rows + rows[:7], columns=["method", "query", "value"])  # repeated rows: the first counts
     wide = clean_values(df, "value").pivot_table(index="query", columns="method", values="value", aggfunc="first")
     expected = [(a, b, wide[[a, b]].dropna()) for a, b in itertools.combinations(sorted(wide.columns), 2)]
-    got = list(mt._pairs(df, "value"))
+    got = list(pt._pairs(df, "value"))
     assert [(a, b) for a, b, _, _ in got] == [(a, b) for a, b, _ in expected]
     for (_, _, va, vb), (a, b, both) in zip(got, expected, strict=True):
         assert va.tobytes() == both[a].to_numpy().tobytes() and vb.tobytes() == both[b].to_numpy().tobytes()
@@ -131,7 +132,7 @@ def test_pairs_are_those_of_a_pivot_table_and_the_sign_flip_draws_are_reused_unc
 
 
 def test_sign_flips_of_several_matrices_share_the_draw_and_keep_the_bits_of_one_call_each():
-    from analysis_core.stats import method_tests as mt
+    from analysis_core.stats import permutation as mt
 
     rng = np.random.default_rng(5)
     mats = [rng.normal(0, 1, (40, 3)), np.round(rng.normal(0, 1, 40), 1), rng.normal(0, 1, (25, 2)),
@@ -169,7 +170,7 @@ def test_an_analysis_prepared_once_gives_at_each_alpha_what_a_fresh_analysis_giv
 
 
 def test_signs_kept_packed_are_the_signs_drawn(monkeypatch):
-    from analysis_core.stats import method_tests as mt
+    from analysis_core.stats import permutation as mt
 
     d = np.random.default_rng(6).normal(0, 1, (300, 2))
     drawn = [c.copy() for c in mt._random_signs(300, 5000, 9)]  # kept as int8 signs
@@ -186,7 +187,7 @@ def test_signs_kept_packed_are_the_signs_drawn(monkeypatch):
 
 @pytest.mark.parametrize("n", [17, 37, 4616])
 def test_the_signs_are_numpys_integer_draws_chunk_by_chunk(n):
-    from analysis_core.stats import method_tests as mt
+    from analysis_core.stats import permutation as mt
 
     chunk = max(1, 4_000_000 // n)
     rng = np.random.default_rng(3)

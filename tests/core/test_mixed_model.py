@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from analysis_core.stats.method_tests import _QueryInterceptREML, mixed_model
+from analysis_core.stats.mixed_model import _QueryInterceptREML, mixed_model
 
 
 @st.composite

@@ -16,7 +16,8 @@ from scipy import stats
 
 from analysis_core import Dataset, evaluate
 from analysis_core.stats.bands import band, pr_bands
-from analysis_core.stats.method_tests import mixed_model, paired_tests
+from analysis_core.stats.mixed_model import mixed_model
+from analysis_core.stats.paired_tests import paired_tests
 from analysis_core.stats.posthoc import games_howell, tukey_hsd
 from analysis_core.stats.variability import ap_frame, balanced_subsample, one_way
 

@@ -186,6 +186,19 @@ class Evaluation:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
+    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None):
+        """The delete-a-group jackknife over classes of every per-query summary metric
+        (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
+        class-level interval and method comparison. One engine pass per method and group of
+        classes, computed once per evaluation (and ``max_groups``, ``seed``)."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife
+
+        max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
+        key = ("class-jackknife", max_groups, seed)
+        if key not in self._summaries:
+            self._summaries[key] = class_jackknife(self, max_groups=max_groups, seed=seed, progress=progress)
+        return self._summaries[key]
+
     def with_grouped(self, grouped: dict) -> Evaluation:
         """This evaluation with Grouped Recall results attached (``grouped``: method ->
         :class:`~analysis_core.stats.grouped_recall.GroupedRecall`), as if ``evaluate`` had been

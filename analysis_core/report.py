@@ -54,6 +54,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     split_evaluations: dict = field(default_factory=dict)
     latex: dict[str, str] = field(default_factory=dict)  # LaTeX-only tables: <name>.tex
+    inference: dict = field(default_factory=dict)  # split (or "all") -> summary.json's "inference" block
 
 
 MIN_SWEEP_CLASSES = 20  # below, sampled class counts span too short a range to show a trend
@@ -64,7 +65,7 @@ _SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
                  seed: int = 0, group_size: int = 10, sweep_repeats: int = 3, by_split: bool = False,
-                 on_figure: Callable[[str, go.Figure], None] | None = None) -> Report:
+                 on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class") -> Report:
     """Compute every table and figure of the report from an evaluation.
 
     With ``by_split`` (and a ``split`` column), every analysis is also computed for every split as
@@ -72,17 +73,24 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     per-split twin (``<name>__<split>``). A split where retrieval is impossible is skipped with a
     warning naming it. ``on_figure(name, figure)`` is called with each figure as soon as it is
     final, while the rest is computed (:class:`~analysis_core.export.figures.Prerender` renders
-    it in the background)."""
+    it in the background). ``unit``: what the method comparisons and the main table's intervals
+    generalise over, ``"class"`` (default: a jackknife over classes) or ``"query"`` (these models,
+    this gallery; see :data:`analysis_core.stats.analysis.UNITS`)."""
+    from .stats.analysis import UNITS
+
+    if unit not in UNITS:
+        raise InputError("report", f"unknown unit {unit!r}.", f"use one of {sorted(UNITS)}.")
     if ev.n_queries() == ev.n_lone_queries():  # every table and figure would be empty or NaN
         where = f"split '{ev.split}'" if ev.split is not None else "the data"
         raise InputError("report", f"{where}: {NO_POSITIVE}",
                          "report a split (--split) or data with a class of at least two items.")
-    return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split, on_figure=on_figure)
+    return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split, on_figure=on_figure,
+                  unit=unit)
 
 
 def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None, seed: int, group_size: int,
            sweep_repeats: int, by_split: bool, split_part: bool = False,
-           on_figure: Callable[[str, go.Figure], None] | None = None) -> Report:
+           on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class") -> Report:
     """:func:`build_report`; ``split_part``: one split's part of a ``by_split`` report, without
     what the whole report already holds for every split and would drop from the part (the
     split-aware tables and their figures: histograms, checkpoints, the main table)."""
@@ -95,7 +103,7 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
             on_figure(name, rep.figures[name])
 
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
-    _variability(rep, ev, alpha, band_kind, per_class_n, seed, final)
+    _variability(rep, ev, alpha, band_kind, per_class_n, seed, final, unit)
     final()
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
     final()
@@ -104,13 +112,14 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
         final()
         _checkpoints(rep, ev, split_evals, alpha, seed)
         final()
-        _paper_tables(rep, ev, split_evals, alpha, seed)
+        _paper_tables(rep, ev, split_evals, alpha, seed, unit)
     if ev.dataset.split is not None:
         _label_split(rep, ev.split or "all")
     if by_split and split_evals:
         rep.split_evaluations = split_evals
         for sp, e in split_evals.items():
-            sub = _build(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, False, split_part=True)
+            sub = _build(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, False, split_part=True,
+                         unit=unit)
             for name, t in sub.tables.items():
                 if name in _SPLIT_AWARE:
                     continue
@@ -210,24 +219,55 @@ def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, s
     rep.figures["histograms_over_checkpoints"] = histogram_small_multiples(hist, ev.methods, jsd)
 
 
-def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int) -> None:
+def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,
+                  unit: str = "class") -> None:
     """The main results table (methods x headline metrics, per split when the data have splits)
     in a double-column and a single-column variant; a dagger where the best differs from the
     runner-up by the paired test of that metric."""
     from .export.paper_tables import significance_questions, summary_frame, summary_latex
 
     evals = {ev.split or "all": ev, **split_evals}
-    frame = summary_frame(evals, alpha)
+    frame = summary_frame(evals, alpha, unit=unit)
     rep.tables["summary"] = frame
-    rep.captions["summary"] = "Main results: headline metrics per method (and split) with interval half-widths."
+    rep.inference = _inference_blocks(frame, evals, alpha)
+    rep.captions["summary"] = ("Main results: headline metrics per method (and split) with interval half-widths; "
+                               "unit and n_units say what each interval is over.")
     questions = significance_questions(frame) + significance_questions(frame, single_column=True)
-    answers = _best_vs_runner_up(evals, list(dict.fromkeys(questions)), alpha, seed)
+    answers = _best_vs_runner_up(evals, list(dict.fromkeys(questions)), alpha, seed, unit)
     rep.latex["summary"] = summary_latex(frame, alpha, lambda *q: answers.get(q))
     rep.latex["summary_column"] = summary_latex(frame, alpha, lambda *q: answers.get(q), single_column=True)
 
 
+def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float) -> dict:
+    """summary.json's ``inference`` block of each evaluation of the main table: the unit, how many
+    units, what it generalises over, and every headline interval."""
+    from .stats.analysis import UNITS
+
+    out = {}
+    for split, part in frame.groupby("split", sort=False):
+        unit = str(part["unit"].iloc[0])
+        ev = evals[split]
+        block = {"unit": unit, "n_units": int(part["n_units"].max()), "level": 1 - alpha,
+                 "generalises_to": UNITS[unit], "intervals": {}}
+        if unit == "class":
+            jk = ev.class_jackknife()
+            block["test"] = "jackknife t over classes (G - 1 df)"
+            if jk.why:
+                block["note"] = jk.why
+        else:
+            block["test"] = "Student t over queries"
+        for r in part.itertuples(index=False):
+            row = r._asdict()
+            block["intervals"][row["method"]] = {
+                c[:-len("_half_width")]: {"low": row[c[:-len("_half_width")]] - row[c],
+                                          "high": row[c[:-len("_half_width")]] + row[c]}
+                for c in part.columns if c.endswith("_half_width") and np.isfinite(row[c])}
+        out[split] = block
+    return out
+
+
 def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], alpha: float,
-                       seed: int) -> dict[tuple, bool | None]:
+                       seed: int, unit: str = "query") -> dict[tuple, bool | None]:
     """Significance marks for the main table: for each (split, metric, best, runner-up), whether
     the best differs from the runner-up on the same queries by the metric's paired test (McNemar
     for hit rates, sign-flip permutation otherwise); None where there is no test. One call per
@@ -243,6 +283,13 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
         out.update({q: None for q in asked if q not in testable})
         if not testable:
             continue
+        if unit == "class":
+            jk = ev.class_jackknife(seed=seed)
+            for q in testable:
+                d = jk.differences(alpha, pairs=[(q[2], q[3])], metrics=[q[1]]) if q[1] in jk.metrics else None
+                p = None if d is None or not len(d) else d["p_value"].iloc[0]
+                out[q] = None if p is None or not np.isfinite(p) else bool(p < alpha)
+            continue
         long = metric_frame(ev, sorted({m for q in testable for m in q[2:]}), sorted({q[1] for q in testable}))
         pairs = {q: long[(long["metric"] == q[1]) & long["method"].isin(q[2:])] for q in testable}
         out.update({q: None for q, part in pairs.items() if part.empty})
@@ -255,7 +302,7 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
-                 seed: int, final: Callable[[], None] = lambda: None) -> None:
+                 seed: int, final: Callable[[], None] = lambda: None, unit: str = "class") -> None:
     """PR bands, per-class AP, the one-way tests and post hoc comparisons, and the method
     comparisons; ``final()`` once the PR band figure is made (it renders during the statistics)."""
     bands = pr_bands(ev, alpha=alpha, kind=band_kind, seed=seed)
@@ -265,8 +312,10 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
     final()
     ap = ap_frame(ev)
-    res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed,
-                  metrics=metric_frame(ev) if len(ev.methods) > 1 else None)
+    several = len(ev.methods) > 1
+    jk = ev.class_jackknife(seed=seed) if unit == "class" and several else None
+    res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed, metrics=metric_frame(ev) if several else None,
+                  unit=unit, jackknife=jk)
     ap = res.data
     rep.warnings += res.warnings
     rep.tables["classes"] = class_summary(ap, ev.class_query_counts() if ev.query_sample is not None else None)
@@ -296,10 +345,20 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
                                        f"{res.mixed.query_variance:.4g}, residual {res.mixed.residual_variance:.4g}).")
     if res.paired is not None:
         rep.tables["paired_tests"] = res.paired
-        rep.captions["paired_tests"] = ("Paired per-query comparisons of methods for every metric: sign-flip "
-                                        "permutation test (means) or exact McNemar test (hit rates), Holm within "
-                                        "each metric, mean difference with its t interval.")
+        rep.captions["paired_tests"] = _comparison_caption(res)
         rep.figures["paired_differences"] = paired_differences_figure(res.paired[res.paired["metric"] == "map"])
+
+
+def _comparison_caption(res) -> str:
+    """The caption of the method comparisons: the test, the unit and how many units."""
+    if res.unit == "class":
+        return (f"Method comparisons for every metric at the class unit ({res.n_units} units): mean difference with "
+                f"its {100 * (1 - res.alpha):g}% jackknife t interval over classes (each class deleted from the "
+                "queries and the gallery), its p-value, Holm within each metric. Generalises to new items of new "
+                "classes.")
+    return ("Paired per-query comparisons of methods for every metric at the query unit (these trained models, "
+            "this gallery): sign-flip permutation test (means) or exact McNemar test (hit rates), Holm within each "
+            "metric, mean difference with its t interval.")
 
 
 def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int,
@@ -387,8 +446,11 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
     summary = ev.summary()
+    if (ev.split or "all") in rep.inference:
+        summary["inference"] = rep.inference[ev.split or "all"]
     if rep.split_evaluations:
-        summary["splits"] = {sp: e.summary() for sp, e in rep.split_evaluations.items()}
+        summary["splits"] = {sp: e.summary() | ({"inference": rep.inference[sp]} if sp in rep.inference else {})
+                             for sp, e in rep.split_evaluations.items()}
     summary["warnings"] = rep.warnings
     (out / "summary.json").write_text(json_text(summary))
     write_per_query(ev.per_query_columns(), out)

@@ -25,7 +25,8 @@ HEADERS = {"method_a": "a", "method_b": "b", "mean_diff": "mean diff.", "p_permu
            "p_wilcoxon_holm": "p Wilcoxon (Holm)", "n_classes": "C", "group_size": "S", "n_groups": "groups",
            "meandiff": "diff.", "p_adj": "p (adj.)", "spearman": "Spearman", "spearman_p": "p",
            "oracle_auc": "oracle AUC", "auc": "AUC", "n_pairs": "pairs", "mean_sim": "mean sim.", "sd_sim": "sd",
-           "group1": "group 1", "group2": "group 2", "reject": "sig.", "mean": "mean", "p_value": "p"}
+           "group1": "group 1", "group2": "group 2", "reject": "sig.", "mean": "mean", "p_value": "p",
+           "p_holm": "p (Holm)"}
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -104,13 +105,24 @@ def _generalization(df: pd.DataFrame, caption: str, label: str) -> str:
 
 
 def _paired(df: pd.DataFrame, caption: str, label: str) -> str:
-    out = df[["method_a", "method_b", "mean_diff"]].copy()
+    """Method comparisons at either unit: split and metric name every row; the Holm-adjusted p-value
+    of the table's test; the unit and how many units; win/tie/loss counts where queries are the unit."""
+    keys = [c for c in ("split", "metric") if c in df.columns]
+    out = df[keys + ["method_a", "method_b", "mean_diff"]].copy()
+    if "metric" in out.columns:
+        out["metric"] = [metric_label(m, short=True) for m in out["metric"]]
     out["interval"] = [_interval(lo, hi) for lo, hi in zip(df["ci_low"], df["ci_high"], strict=True)]
-    out["p_permutation_holm"] = df["p_permutation_holm"]
-    out["p_wilcoxon_holm"] = df["p_wilcoxon_holm"]
-    out["W/T/L"] = [f"{w}/{t}/{loss}" for w, t, loss in zip(df["wins"], df["ties"], df["losses"], strict=True)]
-    return to_latex(out, caption=caption + " W/T/L: queries where a beats, ties, loses to b.", label=label,
-                    headers=HEADERS, keys=2)
+    p = "p_holm" if "p_holm" in df.columns else "p_permutation_holm"
+    out["p_holm"] = df[p]
+    if "unit" in df.columns:
+        out["unit"] = [f"{u} ({int(n)})" if pd.notna(n) else str(u) for u, n in zip(df["unit"], df["n_units"],
+                                                                                     strict=True)]
+    wtl = {"wins", "ties", "losses"} <= set(df.columns) and df["wins"].notna().all()
+    if wtl:
+        out["W/T/L"] = [f"{int(w)}/{int(t)}/{int(loss)}" for w, t, loss in zip(df["wins"], df["ties"], df["losses"],
+                                                                                strict=True)]
+    return to_latex(out, caption=caption + (" W/T/L: queries where a beats, ties, loses to b." if wtl else ""),
+                    label=label, headers=HEADERS, keys=len(keys) + 2)
 
 
 def _grouped(df: pd.DataFrame, caption: str, label: str) -> str:
@@ -172,10 +184,12 @@ def _t_half(values: np.ndarray, alpha: float) -> float:
 
 
 def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None,
-                  headline: tuple[str, ...] = HEADLINE) -> pd.DataFrame:
+                  headline: tuple[str, ...] = HEADLINE, unit: str = "query") -> pd.DataFrame:
     """One row per (split, method): each headline metric and the half-width of its 1 - alpha
     interval (the query sample's interval when there is one, else Student t over the queries;
-    JSD is a property of all pairs: no interval). ``evals``: split name -> Evaluation;
+    JSD is a property of all pairs: no interval); with ``unit="class"`` the jackknife t interval over
+    classes (:meth:`~analysis_core.evaluation.Evaluation.class_jackknife`). Columns ``unit`` and
+    ``n_units`` say which. ``evals``: split name -> Evaluation;
     ``headline``: registry names (``recall_at_k``: Recall at ``recall_k``)."""
     rows = []
     for split, ev in evals.items():
@@ -183,19 +197,30 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
         ks = list(ev.ks)
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
         reg = by_name(ev.ks)
+        jk_half, n_units = {}, None
+        if unit == "class" and ev.query_sample is None:
+            jk = ev.class_jackknife()
+            iv = jk.intervals(alpha)
+            jk_half = {(r.method, r.metric): (r.ci_high - r.ci_low) / 2 for r in iv.itertuples()}
+            n_units = jk.n_units
         for m in ev.methods:
             v, pq = s[m], ev.per_query_columns(m)  # the columns as arrays: no frame needed
             if "n_positives" in pq:
                 scored = pq["n_positives"] > 0
                 pq = {c: a[scored] for c, a in pq.items()}
             iv = v.get("intervals") or {}
-            row = {"split": split, "method": m}
+            scored = int(np.sum(np.isfinite(np.asarray(pq.get("ap", []), float))))
+            row = {"split": split, "method": m,
+                   "unit": "class" if n_units is not None else "query",
+                   "n_units": n_units if n_units is not None else scored}
             for name in headline:
                 name = f"recall_at_{k}" if name == "recall_at_k" else name
                 metric = reg[name]
                 value, col = get_key(v, metric.key), metric.column
                 row[name] = value
-                if name in iv:
+                if (m, name) in jk_half:
+                    half = jk_half[(m, name)]
+                elif name in iv:
                     half = (iv[name]["high"] - iv[name]["low"]) / 2
                 elif col is not None and col in pq:
                     half = _t_half(np.asarray(pq[col], float), alpha)
@@ -206,10 +231,24 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
     return pd.DataFrame(rows)
 
 
+def _unit_words(frame: pd.DataFrame) -> str:
+    """What the main table's intervals are over, with how many units (a range across splits)."""
+    if "unit" not in frame.columns or not len(frame):
+        return "queries"
+    unit = "classes" if (frame["unit"] == "class").all() else "queries"
+    n = pd.to_numeric(frame["n_units"], errors="coerce").dropna().astype(int)
+    if not len(n):
+        return unit
+    count = f"{n.min()}" if n.min() == n.max() else f"{n.min()}--{n.max()}"
+    how = " (jackknife: each class deleted from queries and gallery)" if unit == "classes" else ""
+    return f"{unit}{how}, n = {count}"
+
+
 def _table_metrics(frame: pd.DataFrame, single_column: bool) -> list[str]:
     """The metric columns of the main table (its single-column variant: without MAP@R and
     R-Precision)."""
-    metrics = [c for c in frame.columns if c not in ("split", "method") and not c.endswith("_half_width")]
+    metrics = [c for c in frame.columns if c not in ("split", "method", "unit", "n_units")
+               and not c.endswith("_half_width")]
     return [m for m in metrics if m not in ("map_at_r", "r_precision")] if single_column else metrics
 
 
@@ -270,11 +309,14 @@ def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | No
     out = pd.DataFrame(out_rows)
     headers = {m: metric_label(m, short=True) for m in metrics}
     conf = f"{100 * (1 - alpha):g}\\%"
+    units = _unit_words(frame)
+    by_class = "unit" in frame.columns and (frame["unit"] == "class").all()
+    test = (f"the jackknife t test over classes; $\\alpha = {alpha:g}$" if by_class else
+            f"the metric's paired test on the same queries: McNemar for hit rates, sign-flip permutation "
+            f"otherwise; $\\alpha = {alpha:g}$")
     cap = ("Main results: expected values over tie orders; best per column in bold"
-           + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over queries") + "."
-           + (" $^\\dagger$: the best differs significantly from the runner-up (the metric's paired test on "
-              f"the same queries: McNemar for hit rates, sign-flip permutation otherwise; $\\alpha = {alpha:g}$)."
-              if marked else ""))
+           + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over {units}") + "."
+           + (f" $^\\dagger$: the best differs significantly from the runner-up ({test})." if marked else ""))
     tex = to_latex(out, caption=TexCell(cap), label=f"tab:summary{'-column' if single_column else ''}",
                    headers=headers, keys=2 if len(splits) > 1 else 1, raw=tuple(metrics))
     if not single_column and r"\begin{table}" in tex:  # the main table spans both columns

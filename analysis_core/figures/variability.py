@@ -123,8 +123,13 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     sep = " −<br>" if long else " − "
     t = paired.assign(pair=[plot_text(x) + sep + plot_text(y) for x, y in zip(a, b, strict=True)])
     chars = 0 if not len(paired) else int(max(la.max(), lb.max()) + 2 if long else (la + lb).max() + 3)
-    hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
-             for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
+    if {"wins", "ties", "losses"} <= set(t.columns):  # per-query counts: tests over queries
+        hover = [f"wins {w} / ties {ti} / losses {lo}<br>p (Holm) = {format_p(p)}"
+                 for w, ti, lo, p in zip(t["wins"], t["ties"], t["losses"], t["p_holm"], strict=True)]
+    else:
+        hover = [f"p (Holm) = {format_p(p)}" for p in t["p_holm"]]
+    if "unit" in t.columns and len(t):
+        hover = [f"{h}<br>unit: {u} ({n})" for h, u, n in zip(hover, t["unit"], t["n_units"], strict=True)]
     traces = [go.Scatter(x=t["mean_diff"].to_numpy(), y=t["pair"].to_numpy(), mode="markers", text=hover,
                          error_x=dict(type="data", symmetric=False, array=(t["ci_high"] - t["mean_diff"]).to_numpy(),
                                       arrayminus=(t["mean_diff"] - t["ci_low"]).to_numpy()),

@@ -41,6 +41,8 @@ class VariabilityAnalysis:
     mixed: MixedModelResult | None
     paired: pd.DataFrame | None
     warnings: tuple[str, ...]
+    unit: str = "query"  # what the method comparisons generalise over (see UNITS)
+    n_units: int = 0  # how many units they rest on
 
     def summary_frame(self) -> pd.DataFrame:
         """One row per omnibus test and per method comparison: analysis, test/term, statistic,
@@ -67,21 +69,33 @@ SHARED_QUERIES = ("the methods answer the same queries, so the one-way tests ove
                   "and the paired tests, which pair the queries.")
 
 
+#: the units of inference: what a method comparison generalises over
+UNITS = {
+    "query": "these trained models and this gallery, new queries of these classes",
+    "class": "new items of new classes (the class is the cluster: a jackknife over classes that deletes each "
+             "class from the queries and the gallery)",
+}
+
+
 def analyse(ap: pd.DataFrame, alpha: float = 0.05, *, posthoc: tuple[str, ...] = ("tukey", "games-howell"),
             per_class_n: int | None = None, metrics: pd.DataFrame | None = None, n_permutations: int = 10_000,
-            seed: int = 0, value: str = "ap") -> VariabilityAnalysis:
+            seed: int = 0, value: str = "ap", unit: str | None = None, jackknife=None) -> VariabilityAnalysis:
     """Run the variability statistics on ``ap`` (columns method, query, label, ``value``).
 
     ``per_class_n`` first draws a balanced subsample of that many queries per class (seeded, the
     same queries for every method). ``posthoc`` chooses the pairwise procedures. ``metrics`` (the
     long table of :func:`~.variability.metric_frame`) gives every metric its paired test between
-    methods; without it only ``value`` is tested. Never raises on
+    methods; without it only ``value`` is tested. ``unit`` chooses what the method comparisons
+    generalise over (:data:`UNITS`): ``"class"`` takes them from ``jackknife`` (the evaluation's
+    :meth:`~analysis_core.evaluation.Evaluation.class_jackknife`), ``"query"`` tests the queries of
+    these models; by default the class when ``jackknife`` is given, else the query, and a warning says
+    which (a table alone cannot say how its queries depend on each other). Never raises on
     degenerate data: undefined statistics carry their reason in their ``note`` and in
     ``warnings``. The same as ``prepare(...).at(alpha)``.
     """
     _check_alpha(alpha)
     return prepare(ap, posthoc=posthoc, per_class_n=per_class_n, metrics=metrics, n_permutations=n_permutations,
-                   seed=seed, value=value).at(alpha)
+                   seed=seed, value=value, unit=unit, jackknife=jackknife).at(alpha)
 
 
 def _check_alpha(alpha: float) -> None:
@@ -106,6 +120,8 @@ class PreparedAnalysis:
     n_permutations: int
     seed: int
     value: str
+    unit: str = "query"
+    jackknife: object = None  # ClassJackknife, with unit "class"
 
     def at(self, alpha: float) -> VariabilityAnalysis:
         """The full analysis at significance level ``alpha``."""
@@ -127,20 +143,43 @@ class PreparedAnalysis:
             warn += self.two_way_warnings
             mm = self.mixed.result(alpha)
             warn += mm.warnings
-            pt = metric_paired_tests(self.metrics, alpha, self.n_permutations, self.seed)
+            pt = self._comparisons(alpha)
+            if self.unit == "class" and not self.jackknife.why:
+                from .class_jackknife import too_few_text, too_few_to_decide
+
+                n = self.jackknife.n_units
+                if too_few_to_decide(n, alpha):
+                    warn.append(f"class-level tests cannot reach α here: {too_few_text(n, alpha)}.")
         elif len(self.data):
             warn.append("one method: two-way ANOVA, mixed model and paired tests need at least two.")
         else:
             warn.append("no scored query: there is nothing to compare between methods.")
+        n_units = 0 if pt is None or not len(pt) else int(pt["n_units"].max())
         return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), self.one_way, post, self.two_way, mm,
-                                   pt, tuple(dict.fromkeys(warn)))
+                                   pt, tuple(dict.fromkeys(warn)), self.unit, n_units)
+
+    def _comparisons(self, alpha: float) -> pd.DataFrame:
+        """The method comparisons of every metric at this analysis's unit."""
+        if self.unit == "query":
+            return metric_paired_tests(self.metrics, alpha, self.n_permutations, self.seed)
+        jk = self.jackknife
+        methods = sorted(set(self.data["method"].astype(str)) & set(jk.methods))
+        pairs = [(a, b) for i, a in enumerate(methods) for b in methods[i + 1:]]
+        asked = list(dict.fromkeys(self.metrics["metric"])) if self.metrics is not None else ["map"]
+        return jk.differences(alpha, pairs=pairs, metrics=[m for m in asked if m in jk.metrics])
 
 
 def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-howell"),
             per_class_n: int | None = None, metrics: pd.DataFrame | None = None, n_permutations: int = 10_000,
-            seed: int = 0, value: str = "ap") -> PreparedAnalysis:
+            seed: int = 0, value: str = "ap", unit: str | None = None, jackknife=None) -> PreparedAnalysis:
     """The α-free part of :func:`analyse` (same parameters), to be completed by
     :meth:`PreparedAnalysis.at`."""
+    unit = ("class" if jackknife is not None else "query") if unit is None else unit
+    if unit not in UNITS:
+        raise InputError("analyse", f"unknown unit {unit!r}.", f"use one of {sorted(UNITS)}.")
+    if unit == "class" and jackknife is None:
+        raise InputError("analyse", "unit 'class' needs the evaluation's jackknife over classes.",
+                         "pass jackknife=ev.class_jackknife() (ev: the Evaluation), or unit='query'.")
     if isinstance(posthoc, str):  # "tukey": one procedure, not its letters
         posthoc = (posthoc,)
     unknown = set(posthoc) - set(POSTHOC)
@@ -177,6 +216,8 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
                        if short else "."))
     ow = one_way(ap, value)
     warn += ow.warnings
+    if ap["method"].nunique() > 1:
+        warn.append(_unit_text(unit, jackknife, per_class_n, ap))
     if ow.advice:
         warn.append(ow.advice)
     two = mm = None
@@ -194,4 +235,18 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
     else:
         metrics = None
     return PreparedAnalysis(ap, ow, two, mm, metrics, tuple(warn), tuple(two_warn), tuple(posthoc), n_permutations,
-                            seed, value)
+                            seed, value, unit, jackknife)
+
+
+def _unit_text(unit: str, jackknife, per_class_n: int | None, ap: pd.DataFrame) -> str:
+    """What the method comparisons generalise over, said once above them."""
+    if unit == "query":
+        return ("method comparisons at the query unit: they hold for " + UNITS["query"] + "; queries that share a "
+                "gallery (leave-one-out) are dependent, so these p-values are too small for a claim about the "
+                "methods (use the class unit: analyse(..., jackknife=ev.class_jackknife())).")
+    text = f"method comparisons at the class unit ({jackknife.n_units} units): they hold for {UNITS['class']}."
+    if jackknife.why:
+        text += f" Here they are {jackknife.why}."
+    if per_class_n or ap["label"].nunique() < jackknife.n_classes:
+        text += " They use every class and query of the evaluation, not only the selected subset."
+    return text

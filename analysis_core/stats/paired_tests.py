@@ -44,6 +44,9 @@ def holm_adjust(p: np.ndarray) -> np.ndarray:
     return out
 
 
+#: what a test over queries generalises over: new queries of these classes, answered by these trained
+#: models against this gallery
+QUERY_UNIT = "query"
 PAIRED_COLUMNS = ["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "p_permutation", "p_wilcoxon",
                   "wins", "ties", "losses", "note"]
 
@@ -298,8 +301,11 @@ def metric_paired_tests(metrics: pd.DataFrame, alpha: float = 0.05, n_permutatio
                                    p_holm=t["p_permutation_holm"])
     out = pd.concat([t.assign(metric=name) for name, t in parts.items()], ignore_index=True) if parts \
         else pd.DataFrame()
+    if len(out):
+        out["unit"] = QUERY_UNIT
+        out["n_units"] = out["n"]
     first = ["metric", "method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test", "p_value", "p_holm",
-             "reject"]
+             "reject", "unit", "n_units"]
     return out[first + [c for c in out.columns if c not in first]] if len(out) else out
 
 

@@ -211,7 +211,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     prerender = Prerender(args.format, style) if args.format else None
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
                        group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split,
-                       on_figure=prerender)
+                       on_figure=prerender, unit=args.unit)
     out = Path(args.out)
     try:
         written = write_report(ev, rep, out, args.format, style, prerender)
@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--n-recall", type=_positive, default=11, help="recall grid points N_P of the PR bands")
     r.add_argument("--band", choices=("t", "bootstrap"), default="t",
                    help="PR band: pointwise t interval, or bootstrap simultaneous band")
+    r.add_argument("--unit", choices=("class", "query"), default="class",
+                   help="what intervals and method comparisons generalise over: class (new items of new classes; "
+                        "a jackknife over classes) or query (these trained models, this gallery)")
     r.add_argument("--per-class", type=_positive, default=None,
                    help="statistics on a balanced subsample of this many queries per class (seeded)")
     r.add_argument("--seed", type=int, default=0, help="seed for subsampling, bootstrap, permutations and groups")

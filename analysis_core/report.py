@@ -105,12 +105,12 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
     _variability(rep, ev, alpha, band_kind, per_class_n, seed, final, unit)
     final()
-    _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals)
+    _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals, unit)
     final()
     if not split_part:
         _histograms(rep, ev, split_evals)
         final()
-        _checkpoints(rep, ev, split_evals, alpha, seed)
+        _checkpoints(rep, ev, split_evals, alpha, seed, unit)
         final()
         _paper_tables(rep, ev, split_evals, alpha, seed, unit)
     if ev.dataset.split is not None:
@@ -195,18 +195,21 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
     return out
 
 
-def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int) -> None:
+def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,
+                 unit: str = "class") -> None:
     """Every summary metric against checkpoint (per split when the data has splits)."""
     if len(ev.methods) < 2:
         return
     evals = split_evals or {ev.split or "all": ev}
-    ca = checkpoint_analysis(evals, alpha, seed=seed)
+    ca = checkpoint_analysis(evals, alpha, seed=seed, unit=unit)
+    over = "classes (jackknife)" if unit == "class" else "queries"
     rep.tables["checkpoints"] = ca.table
     rep.captions["checkpoints"] = (f"Every summary metric per checkpoint with {100 * (1 - alpha):g}% t intervals over "
-                                   "queries; is_best marks the best checkpoint of each family and metric.")
+                                   f"{over} (unit, n_units); is_best marks the best checkpoint of each family and "
+                                   "metric.")
     rep.tables["checkpoint_tests"] = ca.tests
     rep.captions["checkpoint_tests"] = ("Best against last checkpoint, per metric: mean difference (best - last) "
-                                        "with its t interval and the metric's paired test.")
+                                        f"with its t interval and test at the {unit} unit (unit, n_units).")
     rep.tables["checkpoint_classes"] = ca.class_ap
     rep.captions["checkpoint_classes"] = "Mean AP per class and checkpoint."
     for sp in evals:
@@ -362,7 +365,7 @@ def _comparison_caption(res) -> str:
 
 
 def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int,
-                 split_evals: dict) -> None:
+                 split_evals: dict, unit: str = "class") -> None:
     ds = ev.dataset
     sub = ds.subset(ev.rows) if ev.rows.size != ds.n_items else ds
     codes = sub.label_codes
@@ -407,10 +410,12 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
 
     if split_evals:
         ref = "train" if "train" in split_evals else sorted(split_evals)[0]
-        gens = [split_generalization(split_evals, m, ref, alpha).assign(method=m) for m in ev.methods]
+        gens = [split_generalization(split_evals, m, ref, alpha, unit).assign(method=m) for m in ev.methods]
         gen = pd.concat(gens, ignore_index=True)
         rep.tables["generalization"] = gen[["method"] + [c for c in gen.columns if c != "method"]]
-        rep.captions["generalization"] = f"Metrics per split and the gap {ref} minus each other split."
+        rep.captions["generalization"] = (f"Metrics per split and the gap {ref} minus each other split, with "
+                                          f"{100 * (1 - alpha):g}% intervals (unit and n_units: what each rests on, "
+                                          "both splits together).")
         for m, g in zip(ev.methods, gens, strict=True):
             rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
                                                                        title=f"Metrics per split ({plot_text(m)})")

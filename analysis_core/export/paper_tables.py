@@ -91,7 +91,7 @@ def _class_sweep(df: pd.DataFrame, caption: str, label: str) -> str:
 
 def _generalization(df: pd.DataFrame, caption: str, label: str) -> str:
     gap = [c for c in df.columns if c.startswith("gap_") and not c.endswith(("_ci_low", "_ci_high"))]
-    splits = [c for c in df.columns if c not in ("method", "metric") and not c.startswith("gap_")]
+    splits = [c for c in df.columns if c not in ("method", "metric", "unit", "n_units") and not c.startswith("gap_")]
     out = df[["method"]].assign(metric=[metric_label(m, short=True) for m in df["metric"]])
     for s in splits:
         out[s] = df[s].to_numpy()

@@ -69,8 +69,11 @@ def _summary_value(summary: dict, key: str) -> float:
 
 
 def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_permutations: int = 10_000,
-                        seed: int = 0) -> CheckpointAnalysis:
-    """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`."""
+                        seed: int = 0, unit: str = "class") -> CheckpointAnalysis:
+    """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`.
+    ``unit``: ``"class"`` (default) takes every interval and the best-vs-last test from the
+    evaluation's jackknife over classes; ``"query"`` uses t intervals over queries and the paired
+    per-query tests (these models, this gallery). ``unit`` and ``n_units`` columns say which."""
 
     rows, tests, class_rows = [], [], []
     for split, ev in evaluations.items():
@@ -80,6 +83,8 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
         # the rows of each (method, metric), in table order, split once (a mask per pair was most of the time)
         parts = dict(iter(long.groupby(["method", "metric"], sort=False)))
         none = long.iloc[:0]
+        jk = ev.class_jackknife(seed=seed) if unit == "class" else None
+        jk_iv = {} if jk is None else {(r.method, r.metric): r for r in jk.intervals(alpha).itertuples()}
         for family, members in fams.items():
             for method, step in members:
                 summ = ev.method_summary(method)
@@ -89,30 +94,42 @@ def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_p
                     value = _summary_value(summ, m.key)
                     lo = hi = math.nan
                     note = NO_INTERVAL.get(min(n, 2), "")
-                    if n > 1:
+                    n_units = n
+                    if jk is not None:
+                        r = jk_iv.get((method, m.name))
+                        n_units = jk.n_units
+                        if r is not None:
+                            lo, hi, note = max(0.0, r.ci_low), min(1.0, r.ci_high), r.note
+                    elif n > 1:
                         half = t_quantile(1 - alpha / 2, n - 1) * vals.std(ddof=1) / math.sqrt(n)
                         lo, hi = max(0.0, value - half), min(1.0, value + half)
                     rows.append(dict(split=split, family=family, method=method, step=step, metric=m.name,
-                                     label=m.label, value=value, ci_low=lo, ci_high=hi, n=n, note=note))
+                                     label=m.label, value=value, ci_low=lo, ci_high=hi, n=n, note=note,
+                                     unit=unit, n_units=n_units))
                 rows.append(dict(split=split, family=family, method=method, step=step, metric="jsd", label="JSD",
                                  value=float(summ["jsd"]), ci_low=math.nan, ci_high=math.nan, n=0,
-                                 note=PAIR_STATISTIC))
+                                 note=PAIR_STATISTIC, unit="", n_units=math.nan))
                 ap = parts.get((method, "map"), none)
                 for cls, part in ap.groupby("label", sort=True):
                     class_rows.append(dict(split=split, family=family, method=method, step=step, **{"class": cls},
                                            mean_ap=float(part["value"].mean()), n=len(part)))
-            tests += _best_vs_last(split, family, [m for m, _ in members], rows, long, alpha, n_permutations, seed)
+            tests += _best_vs_last(split, family, [m for m, _ in members], rows, long, alpha, n_permutations, seed,
+                                   jk)
     table = pd.DataFrame(rows)
     best = table.groupby(["split", "family", "metric"])["value"].transform("max")
     table["is_best"] = table["value"] == best
-    cols = ["split", "family", "metric", "best", "last", "mean_diff", "ci_low", "ci_high", "test", "p_value", "note"]
+    cols = ["split", "family", "metric", "best", "last", "mean_diff", "ci_low", "ci_high", "test", "p_value", "note",
+            "unit", "n_units"]
     class_ap = pd.DataFrame(class_rows, columns=["split", "family", "method", "step", "class", "mean_ap", "n"])
-    return CheckpointAnalysis(table, pd.DataFrame(tests, columns=cols), class_ap, alpha)
+    tests = pd.DataFrame(tests, columns=cols)
+    tests["unit"] = tests["unit"].fillna(unit)  # rows without a test still say at which unit they would be
+    return CheckpointAnalysis(table, tests, class_ap, alpha)
 
 
-def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, seed) -> list[dict]:
+def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, seed, jk=None) -> list[dict]:
     """For each metric of this (split, family): the best checkpoint (the last one when it ties for
-    best, else the first of equal bests) against the last one, by the metric's paired test."""
+    best, else the first of equal bests) against the last one, by the metric's paired test (with
+    ``jk``, the jackknife over classes)."""
     out = []
     mine = pd.DataFrame([r for r in rows if r["split"] == split and r["family"] == family])
     last = methods[-1]
@@ -142,6 +159,13 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
         out.append({})
     if not tested:
         return out
+    if jk is not None:
+        for metric, (i, best) in tested.items():
+            t = jk.differences(alpha, pairs=[(best, last)], metrics=[metric]).iloc[0]
+            out[i] = dict(split=split, family=family, metric=metric, best=best, last=last, mean_diff=t["mean_diff"],
+                          ci_low=t["ci_low"], ci_high=t["ci_high"], test=t["test"], p_value=t["p_value"],
+                          note=t["note"], unit=t["unit"], n_units=t["n_units"])
+        return out
     # one call for every metric's pair (each metric's rows hold only its best and last, so each is
     # tested, and Holm-adjusted, alone): the permutation tests share one product
     pairs = pd.concat([long[(long["metric"] == metric) & long["method"].isin([best, last])]
@@ -153,5 +177,5 @@ def _best_vs_last(split, family, methods, rows, long, alpha, n_permutations, see
         lo, hi = sorted((sign * t["ci_low"], sign * t["ci_high"]))
         out[i] = dict(split=split, family=family, metric=metric, best=best, last=last,
                       mean_diff=sign * t["mean_diff"], ci_low=lo, ci_high=hi, test=t["test"],
-                      p_value=t["p_value"], note=t["note"])
+                      p_value=t["p_value"], note=t["note"], unit=t["unit"], n_units=t["n_units"])
     return out

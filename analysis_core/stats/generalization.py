@@ -119,4 +119,5 @@ def _one_method(jk, method: str):
     from dataclasses import replace
 
     i = jk.methods.index(method)
-    return replace(jk, methods=[method], estimate=jk.estimate[i:i + 1], replicates=jk.replicates[:, i:i + 1])
+    return replace(jk, methods=[method], estimate=jk.estimate[i:i + 1], replicates=jk.replicates[:, i:i + 1],
+                   n_scored=jk.n_scored[i:i + 1])

@@ -159,7 +159,11 @@ def _t_interval(est: float, var: float, df: float, alpha: float) -> dict:
             "confidence": 1 - alpha}
 
 
-def _korn_graubard(est: float, var: float, df: float, n: int, alpha: float) -> dict:
+def korn_graubard(est: float, var: float, df: float, n: int, alpha: float) -> dict:
+    """Korn & Graubard's interval for a proportion estimated under a complex design ("Confidence
+    intervals for proportions with small expected number of positive counts estimated from survey
+    data", Survey Methodology, 1998): Clopper-Pearson with the effective sample size
+    ``min(n, p(1-p)/var)``, adjusted for ``df``."""
     from scipy import stats
 
     p = min(max(est, 0.0), 1.0)
@@ -190,7 +194,7 @@ def mean_interval(values: np.ndarray, strata: np.ndarray, sample: QuerySample, a
     p = stratified_mean(y, strata, sample)
     var, df = _satterthwaite(y, strata, sample)
     if hit_rate or y.size * min(p, 1 - p) < 10:
-        out = {**_korn_graubard(p, var, df, y.size, alpha), "interval": "korn-graubard"}
+        out = {**korn_graubard(p, var, df, y.size, alpha), "interval": "korn-graubard"}
     else:
         out = {**_t_interval(p, var, df, alpha), "interval": "t"}
     # the frame mean is known to lie between "every unsampled query scores 0" and "... scores 1":

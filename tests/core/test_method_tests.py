@@ -195,3 +195,27 @@ def test_the_signs_are_numpys_integer_draws_chunk_by_chunk(n):
         want = rng.integers(0, 2, (min(chunk, got.shape[0]), n), dtype=np.int8) * 2 - 1
         assert got.tobytes() == want.astype(np.int8).tobytes()
     assert mt._raw_bits_match()  # the fast path was the one tested
+
+
+def test_wilcoxon_ranks_differences_equal_in_exact_arithmetic_as_ties():
+    """Values on a grid of tenths: their exact differences are whole tenths, so |d| tie exactly;
+    in float64, 0.3 - 0.2 and 0.8 - 0.9 differ in the last bits. The oracle is scipy's Wilcoxon on
+    the exact differences (integers: tenths)."""
+    from scipy import stats
+
+    from analysis_core.stats.paired_tests import paired_tests
+
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        n = int(rng.integers(6, 40))
+        a10, b10 = rng.integers(0, 11, n), rng.integers(0, 11, n)
+        df = pd.DataFrame({"method": ["a"] * n + ["b"] * n, "query": list(range(n)) * 2,
+                           "value": np.r_[a10 / 10, b10 / 10]})
+        exact = (a10 - b10).astype(float)
+        nz = exact[exact != 0]
+        if nz.size < 2:
+            continue
+        method = "exact" if nz.size <= 50 and np.unique(np.abs(nz)).size == nz.size else "asymptotic"
+        expected = stats.wilcoxon(nz, correction=False, method=method).pvalue
+        got = paired_tests(df, value="value", n_permutations=200)["p_wilcoxon"].iloc[0]
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)

@@ -41,6 +41,11 @@ def sidebar() -> None:
                       "upcast); it costs more time.")
         st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
         st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
+        st.radio("Unit of inference", ["class", "query"], key=state.UNIT, horizontal=True,
+                 help="What intervals and method comparisons generalise over. class (default): new items of new "
+                      "classes — a jackknife that deletes each class from the queries and the gallery (queries "
+                      "that share a gallery are dependent). query: these trained models and this gallery, new "
+                      "queries of these classes only.")
         with st.expander("Export settings (figures for papers)"):
             st.radio("Size", ["single", "double", "custom"], index=1, key=state.EXPORT_PRESET, horizontal=True,
                      format_func={"single": "single column (3.5 in)", "double": "double column (7.2 in)",

@@ -608,14 +608,18 @@ def selection_frame(ap: pd.DataFrame, selection: tuple) -> pd.DataFrame:
 
 
 def _statistics_selection(selection: tuple) -> tuple:
-    """The order in which methods and classes were picked does not change the analysis."""
-    methods, classes, subsample = selection
-    return tuple(sorted(set(methods))), tuple(sorted(set(classes))), subsample
+    """The order in which methods and classes were picked does not change the analysis.
+    ``selection``: (methods, classes, subsample, unit of inference)."""
+    methods, classes, subsample, unit = selection
+    return tuple(sorted(set(methods))), tuple(sorted(set(classes))), subsample, unit
 
 
 def _prepared(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame):
     """(key, computation) of the α-free part of the statistics of ``selection`` (normalised)."""
-    return _prepared_key(token, selection), lambda p: prepare(ap, metrics=_metrics(token, ev, selection, ap))
+    unit = selection[3]
+    return _prepared_key(token, selection), lambda p: prepare(
+        ap, metrics=_metrics(token, ev, selection, ap), unit=unit,
+        jackknife=ev.class_jackknife(progress=p) if unit == "class" and len(selection[0]) > 1 else None)
 
 
 def _metrics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -> pd.DataFrame:
@@ -655,7 +659,7 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
     request needs."""
     from analysis_core.stats.variability import ap_frame
 
-    every = _statistics_selection((ev.methods, selection[1], selection[2]))
+    every = _statistics_selection((ev.methods, selection[1], selection[2], selection[3]))
     if every[0] == _statistics_selection(selection)[0]:
         return
 
@@ -670,6 +674,6 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
         STORE.prefetch(key, run, group=token.data)
 
 
-def checkpoints(token: Token, ev: Evaluation) -> CheckpointAnalysis:
-    return STORE.result(token.derived("checkpoints"), lambda p: checkpoint_analysis(
-        {token.split or "all": ev}, token.alpha), group=token.data, label="Comparing checkpoints")
+def checkpoints(token: Token, ev: Evaluation, unit: str = "class") -> CheckpointAnalysis:
+    return STORE.result(token.derived("checkpoints", unit), lambda p: checkpoint_analysis(
+        {token.split or "all": ev}, token.alpha, unit=unit), group=token.data, label="Comparing checkpoints")

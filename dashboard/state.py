@@ -6,6 +6,7 @@ SIMILARITY = "similarity"
 PRECISION = "precision"         # "float32" | "float64": the dtype similarities are computed in
 KS = "ks"
 ALPHA = "alpha"
+UNIT = "unit"                   # "class" | "query": what intervals and method comparisons generalise over
 EXPORT_PRESET = "export_preset"  # "single" | "double" | "custom"
 EXPORT_WIDTH = "export_width_in"
 EXPORT_FONT = "export_font"

@@ -72,6 +72,11 @@ def alpha() -> float:
     return float(st.session_state.get(state.ALPHA, 0.05))
 
 
+def unit() -> str:
+    """The sidebar's unit of inference: "class" (default) or "query"."""
+    return st.session_state.get(state.UNIT) or "class"
+
+
 def split() -> str:
     """The sidebar's split ("" = every item in one gallery)."""
     return st.session_state.get(state.SPLIT) or ""

@@ -9,7 +9,7 @@ from analysis_core.figures.generalization import generalization_figure
 from analysis_core.stats.generalization import split_generalization
 from analysis_core.stats.grouped_recall import split_group_size
 from dashboard import components
-from dashboard.views.common import alpha, current, split_evaluations
+from dashboard.views.common import alpha, current, split_evaluations, unit
 
 st.title("Generalization across splits")
 got = current(scored=False)  # compares the splits: the sidebar's split may be any
@@ -27,7 +27,7 @@ if got is not None:
         st.info("Fewer than two splits where retrieval is possible: nothing to compare.")
         st.stop()
     ref = st.selectbox("Reference split", splits, index=splits.index("train") if "train" in splits else 0)
-    gen = split_generalization(evs, method, ref, alpha())
+    gen = split_generalization(evs, method, ref, alpha(), unit())
     rough = [sp for sp, e in evs.items() if e.jsd_is_rough(method)]
     if rough:
         components.warnings([f"JSD of split(s) {', '.join(rough)} rests on few pairs per histogram bin and is biased "

@@ -11,7 +11,7 @@ from analysis_core.figures.variability import paired_differences_figure, tukey_f
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.variability import ap_frame
 from dashboard import cache, components
-from dashboard.views.common import alpha, current
+from dashboard.views.common import alpha, current, unit
 
 
 @st.fragment
@@ -46,7 +46,7 @@ if got is not None:
     subsample = None
     if st.toggle("Balanced subsample (same n queries per class, as Brughi et al.)"):
         subsample = (st.slider("Queries per class", 2, 50, 5), st.number_input("Seed", 0, 10_000, 0))
-    selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample)
+    selection = (tuple(methods or ev.methods), tuple(classes or all_classes), subsample, unit())
     ap = cache.selection_frame(ap, selection)
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
@@ -72,10 +72,17 @@ if got is not None:
         else:
             st.caption("Variances not estimated: the model is undefined here (the table's note says why).")
         components.table(res.mixed.table, "mixed_model")
-        st.subheader("Paired tests, every metric")
-        st.caption("Sign-flip permutation test for AP, MAP@R, R-Precision and RR; exact McNemar test on the "
-                   "discordant counts for P@1 and Recall@K; Holm within each metric; the mean difference (a − b) "
-                   f"with its {100 * (1 - a):g}% t interval beside every p-value.")
+        st.subheader(f"Method comparisons, every metric — unit: {res.unit} ({res.n_units:,} units)")
+        if res.unit == "class":
+            st.caption("Generalises to new items of new classes: a jackknife over classes (each class deleted from "
+                       "the queries and the gallery), the mean difference (a − b) with its "
+                       f"{100 * (1 - a):g}% t interval over classes and its p-value; Holm within each metric. It "
+                       "uses every class and query of the evaluation, whatever the class picker above selects.")
+        else:
+            st.caption("Holds for these trained models and this gallery only (queries that share a gallery are "
+                       "dependent): sign-flip permutation test for AP, MAP@R, R-Precision and RR; exact McNemar "
+                       "test on the discordant counts for P@1 and Recall@K; Holm within each metric; the mean "
+                       f"difference (a − b) with its {100 * (1 - a):g}% t interval beside every p-value.")
         ap_rows = res.paired[res.paired["metric"] == "map"]
         components.figure(paired_differences_figure(ap_rows), "paired_differences", ap_rows)
         components.table(res.paired, "paired_tests")

@@ -13,7 +13,7 @@ from analysis_core.metrics.registry import summary_metrics
 from analysis_core.stats.checkpoints import without_step
 from analysis_core.stats.histograms import histogram_table
 from dashboard import cache, components
-from dashboard.views.common import alpha, current
+from dashboard.views.common import alpha, current, unit
 
 st.title("Checkpoints over training")
 got = current()
@@ -26,7 +26,7 @@ if got is not None:
     elif lone := without_step(ev.methods):
         st.caption(f"No step in the name of {', '.join(lone)}: each is shown as its own family of one point "
                    "(at step 0), with nothing to compare it to over training.")
-    res = cache.checkpoints(key, ev)
+    res = cache.checkpoints(key, ev, unit())
     a = alpha()
     labels = {m.name: m.label for m in summary_metrics(ev.ks)} | {"jsd": "JSD"}
     chosen = st.multiselect("Metrics", list(labels), default=["map", "map_at_r", "precision_at_1", "jsd"],

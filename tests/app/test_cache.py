@@ -418,7 +418,8 @@ def test_statistics_of_new_selections_of_the_same_methods_build_their_metric_tab
                       seed=0, alpha=0.05)
     methods = tuple(ev.methods[:2])
     labels = tuple(sorted(ap_frame(ev, list(methods))["label"].unique()))
-    for selection in ((methods, labels, None), (methods, labels[:4], None), (methods, labels, (6, 1))):
+    for selection in ((methods, labels, None, "query"), (methods, labels[:4], None, "query"),
+                      (methods, labels, (6, 1), "query")):
         ap = cache.selection_frame(ap_frame(ev, list(methods)), selection)
         got = cache.statistics(tok, ev, selection, ap)
         metrics = metric_frame(ev, list(methods))
@@ -437,13 +438,19 @@ def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_cor
     tok = cache.Token(data="digits-stats-test", similarity="cosine", ks=ev.ks, n_recall=11, query_sample=None,
                       seed=0, alpha=0.05)
     labels = tuple(sorted(ap["label"].unique()))
-    first = cache.statistics(tok, ev, (tuple(ev.methods), labels, None), ap)
+    first = cache.statistics(tok, ev, (tuple(ev.methods), labels, None, "query"), ap)
     done = cache.STORE.computed
-    again = cache.statistics(tok, ev, (tuple(ev.methods[::-1]), labels[::-1], None), ap)  # same selection
+    again = cache.statistics(tok, ev, (tuple(ev.methods[::-1]), labels[::-1], None, "query"), ap)  # same selection
     assert again is first and cache.STORE.computed == done
     for alpha in (0.01, 0.1):
-        got = cache.statistics(dataclasses.replace(tok, alpha=alpha), ev, (tuple(ev.methods), labels, None), ap)
+        got = cache.statistics(dataclasses.replace(tok, alpha=alpha), ev, (tuple(ev.methods), labels, None, "query"),
+                               ap)
         want = analyse(ap, alpha, metrics=metrics)
         pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
         assert got.warnings == want.warnings
     assert cache.STORE.computed == done + 2  # one α-dependent step per α, no new analysis
+    # the class unit: the core's analysis with the evaluation's jackknife over classes
+    got = cache.statistics(tok, ev, (tuple(ev.methods), labels, None, "class"), ap)
+    want = analyse(ap, 0.05, metrics=metrics, jackknife=ev.class_jackknife())
+    assert got.unit == "class" and got.n_units == 10
+    pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)

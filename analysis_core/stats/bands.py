@@ -401,3 +401,35 @@ def pr_bands(ev, alpha: float = 0.05, kind: str = "t", by_class: bool = True, n_
     # one frame per band with its name columns (inserting text columns into a frame cost more than the band)
     return pd.concat([pd.DataFrame({"method": m, "class": cls, **c})
                       for (m, cls, _, _), c in zip(todo, columns, strict=True)], ignore_index=True)
+
+
+def describe(bands: pd.DataFrame, alpha: float, kind: str) -> str:
+    """What the bands of ``bands`` (rows of :func:`pr_bands`, any subset) are, for captions and
+    titles: e.g. ``95 % simultaneous band (studentized bootstrap over 10 classes)``; a class's own
+    band is named as over its queries. Frames without a unit column name the kind only."""
+    level = f"{100 * (1 - alpha):g} %"
+    head = f"{level} pointwise band (t interval" if kind == "t" else f"{level} simultaneous band (studentized bootstrap"
+    if "unit" not in bands.columns or bands.empty:
+        return head + ")"
+    per = bands.drop_duplicates(["method", "class"])
+    overall, own = per[per["class"] == ALL], per[per["class"] != ALL]
+    parts = []
+    for unit, part in overall.groupby("unit", sort=False):
+        ns = sorted(set(part["n_units"].tolist()))
+        count = f"{ns[0]:,}" if len(ns) == 1 else f"{ns[0]:,}-{ns[-1]:,}"
+        parts.append(f"{count} {'classes' if unit == 'class' else 'queries'}")
+    text = head + (" over " + " and ".join(parts) if parts else "")
+    if not own.empty:
+        text += "; each class's band over its queries" if parts else " over each class's queries"
+    return text + ")"
+
+
+def band_notes(bands: pd.DataFrame) -> list[str]:
+    """The distinct notes of ``bands`` (why a band is undefined, or not at the unit asked), each
+    once with the bands it concerns: ``method / class: note``."""
+    if "note" not in bands.columns:
+        return []
+    per = bands.drop_duplicates(["method", "class"])
+    per = per[per["note"] != ""]
+    return [f"{', '.join(f'{m} / {c}' for m, c in zip(g['method'], g['class'], strict=True))}: {note}"
+            for note, g in per.groupby("note", sort=False)]

@@ -19,8 +19,8 @@ With U units (queries or classes):
 
 * ``kind="t"`` — **pointwise**: ``mean_j +- t_{1-alpha/2, U-1} * se_j`` (each r_j separately).
 * ``kind="bootstrap"`` — **simultaneous**, the studentized (max-t) bootstrap band (Davison &
-  Hinkley, "Bootstrap Methods and their Application", Cambridge University Press, 1997, §4.2 and
-  §5.2; the band form as in their simultaneous confidence regions): each of B resamples draws U
+  Hinkley, "Bootstrap Methods and their Application", Cambridge University Press, 1997, ch. 5,
+  the studentized statistic, here its maximum over the grid): each of B resamples draws U
   units with replacement (seeded; with ``unit="class"`` all queries of a drawn class come
   together: the cluster bootstrap of Field & Welsh, "Bootstrapping clustered data", JRSS B 69,
   2007) and gives the mean curve ``mean*`` and its standard error ``se*`` by the same formula;
@@ -35,6 +35,11 @@ resample with no such point left (e.g. one unit drawn U times) has an unbounded 
 (``+inf``). When more than alpha of the resamples are unbounded, so is ``c``, and the band is
 reported undefined (NaN) with the reason. Bands with too few units are undefined with the reason
 (column ``note``): the t band needs 2 units, the bootstrap band 3, and a class-unit band 3 classes.
+
+Measured simultaneous coverage at 0.95 (benchmarks/calibration_bands.py, 2 000 replicates of
+Gaussian-cluster data, leave-one-out): 0.948 / 0.939 / 0.944 with the class unit at 10 / 20 / 60
+classes, 0.73 / 0.73 / 0.77 with the query unit on the same data (its queries are not
+independent); with a fixed gallery and new queries, the query unit: 0.963 / 0.957 at 20 / 60.
 """
 
 from __future__ import annotations
@@ -164,8 +169,10 @@ def _bands(specs: list[tuple[np.ndarray, object, str]], recall: np.ndarray, alph
             if np.isfinite(c):
                 halves[i] = c * out[i].se
             else:
+                what = (_count(out[i].n_units, "class", "classes") if out[i].unit == "class"
+                        else _count(out[i].n_units, "query", "queries"))
                 out[i].note = (f"unbounded: more than alpha = {alpha:g} of the resamples drew units without spread "
-                               f"(too few distinct {out[i].unit} units, {out[i].n_units})")
+                               f"(too few distinct units: {what})")
     if done is not None:
         done(float(len(out)) if kind == "t" else float(len(out) - len(resampled)))
     return [{"recall": recall, "mean": b.mean, "low": b.mean - half, "high": b.mean + half, "n": b.n,

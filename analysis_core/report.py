@@ -32,7 +32,7 @@ from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
 from .stats.analysis import analyse
-from .stats.bands import pr_bands
+from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
 from .stats.class_sweep import class_count_sweep
 from .stats.error_reject import error_reject_curve
@@ -310,9 +310,10 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     comparisons; ``final()`` once the PR band figure is made (it renders during the statistics)."""
     bands = pr_bands(ev, alpha=alpha, kind=band_kind, seed=seed)
     rep.tables["pr_band"] = bands
+    notes = band_notes(bands[bands["class"] == ALL])
     rep.captions["pr_band"] = (f"Precision at each recall level: mean over queries and "
-                               f"{100 * (1 - alpha):g}% {'pointwise t' if band_kind == 't' else 'simultaneous'} band.")
-    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind)
+                               f"{describe(bands, alpha, band_kind)}." + "".join(f" {n}." for n in notes))
+    rep.figures["pr_bands"] = pr_bands_figure(bands, kind=band_kind, alpha=alpha)
     final()
     ap = ap_frame(ev)
     several = len(ev.methods) > 1

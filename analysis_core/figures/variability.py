@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..export.number_format import format_p
-from ..stats.bands import ALL
+from ..stats.bands import ALL, describe
 from ..stats.posthoc import PostHocResult
 from .style import (
     PALETTE,
@@ -24,18 +24,20 @@ from .style import (
 
 
 def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, classes: list[str] | None = None,
-                    split: str = ALL, title: str | None = None, kind: str = "t") -> go.Figure:
+                    split: str = ALL, title: str | None = None, kind: str = "t", alpha: float = 0.05) -> go.Figure:
     """Mean precision-recall curves with their confidence bands, one colour per (method, class);
-    ``kind`` names the band in the title: ``t`` (pointwise) or ``bootstrap`` (simultaneous)."""
+    the title names the band (``kind``: ``t`` pointwise or ``bootstrap`` simultaneous, its level
+    ``1 - alpha``) and the unit it is over (the shown bands' unit and n_units columns)."""
     b = bands
     if "split" in b.columns:
         b = b[b["split"] == split]
     methods = methods or list(dict.fromkeys(b["method"]))
     classes = classes or [ALL]
-    traces = []
+    traces, shown = [], []
     for m in methods:
         for c in classes:
             part = b[(b["method"] == m) & (b["class"] == c)].sort_values("recall")
+            shown.append(part)
             if part.empty:
                 continue
             col, dash, symbol, _ = series_look(len(traces) // 2)
@@ -52,8 +54,8 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
                                      hovertemplate="recall %{x:.2f}<br>precision %{y:.3f}"
                                                    "<br>band [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
                                                    "<br>n = %{customdata[2]}<extra>" + name + "</extra>"))
-    band = "simultaneous (bootstrap)" if kind == "bootstrap" else "pointwise t"
-    return figure(traces, base_layout(title or f"Precision-recall: mean and {band} confidence band", aspect=0.8),
+    band = describe(pd.concat(shown) if shown else b.iloc[:0], alpha, kind)
+    return figure(traces, base_layout(title or f"Precision-recall: mean and {band}", aspect=0.8),
                   xaxis=dict(title="recall", range=[0, 1]), yaxis=dict(title="precision", range=[0, 1.02]))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core.figures.variability import pr_bands_figure
+from analysis_core.stats.bands import band_notes, describe
 from dashboard import cache, components
 from dashboard.views.common import alpha, current
 
@@ -23,12 +24,12 @@ def shown_bands(key, ev, kind: str, n_recall: int) -> None:
     classes = sorted({str(c) for c in ev.dataset.labels[ev.pr_curves(ev.methods[0])[0]].tolist()})
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
     b = cache.bands(key, ev, kind, n_recall, tuple(chosen))
-    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind)
+    fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind, alpha=alpha())
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
     n_all = int(b.loc[b["class"] == "all", "n"].max())
-    st.caption(f"{100 * (1 - alpha()):g}% {'pointwise' if kind == 't' else 'simultaneous'} band; n = queries "
-               f"averaged at each recall level (all queries together: n = {n_all:,}).")
+    st.caption(f"{describe(shown, alpha(), kind)}; n = queries averaged at each recall level (all queries "
+               f"together: n = {n_all:,})." + "".join(f" {n}." for n in band_notes(shown)))
 
 
 st.title("Precision-recall bands")

@@ -69,15 +69,25 @@ def test_bands_on_a_sub_grid_equal_an_evaluation_on_that_grid(interpolated):
         pr_bands(fine, n_recall=8)
 
 
+def _max_t_of_resampled_rows(curves, draws, reps):
+    """The studentized bootstrap's statistic, one resample at a time: the resampled rows' mean and
+    standard error (sd / sqrt(n)) and the largest |mean* - mean| / se* over the grid."""
+    n, mean = curves.shape[0], curves.mean(axis=0)
+    worst = []
+    for _ in range(reps):
+        rows = curves[draws.integers(0, n, (1, n))][0]
+        worst.append(np.max(np.abs(rows.mean(axis=0) - mean) / (rows.std(axis=0, ddof=1) / np.sqrt(n))))
+    return np.array(worst)
+
+
 def test_the_bootstrap_band_equals_resampling_rows_one_at_a_time():
-    """Each resample's mean from its draw counts (one matrix product per chunk) equals the mean of
-    the resampled rows, with the same draws from the seed."""
+    """Each resample's mean and standard error from its draw counts (one matrix product per chunk)
+    equal those of the resampled rows, with the same draws from the seed."""
     rng = np.random.default_rng(1)
     curves, recall = rng.random((57, 5)), np.linspace(0, 1, 5)
     got = band(curves, recall, kind="bootstrap", n_boot=300, seed=9)
-    draws, mean = np.random.default_rng(9), curves.mean(axis=0)
+    worst = _max_t_of_resampled_rows(curves, np.random.default_rng(9), 300)
     se = curves.std(axis=0, ddof=1) / np.sqrt(57)
-    worst = [np.max(np.abs(curves[draws.integers(0, 57, (1, 57))][0].mean(axis=0) - mean) / se) for _ in range(300)]
     np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-10)
 
 
@@ -89,10 +99,9 @@ def test_the_bootstrap_band_over_several_chunks_of_resamples_equals_resampling_r
     rng = np.random.default_rng(4)
     curves, recall = rng.random((n, 3)), np.linspace(0, 1, 3)
     got = band(curves, recall, kind="bootstrap", n_boot=reps, seed=2)
-    draws, mean = np.random.default_rng(2), curves.mean(axis=0)
+    worst = _max_t_of_resampled_rows(curves, np.random.default_rng(2), reps)
     se = curves.std(axis=0, ddof=1) / np.sqrt(n)
-    worst = [np.max(np.abs(curves[draws.integers(0, n, (1, n))][0].mean(axis=0) - mean) / se) for _ in range(reps)]
-    np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-10)
+    np.testing.assert_allclose(got["high"] - got["mean"], np.quantile(worst, 0.95) * se, rtol=1e-9)
 
 
 def test_bootstrap_bands_of_several_methods_computed_at_once_are_each_methods_band_alone():
@@ -106,7 +115,8 @@ def test_bootstrap_bands_of_several_methods_computed_at_once_are_each_methods_ba
         rows, recall, curves = ev.pr_curves(m)
         labels = ds.labels[rows].astype(str)
         for cls in ["all", "2"]:
-            want = band(curves if cls == "all" else curves[labels == cls], recall, kind="bootstrap", n_boot=300, seed=5)
+            want = band(curves if cls == "all" else curves[labels == cls], recall, kind="bootstrap", n_boot=300, seed=5,
+                        groups=labels if cls == "all" else None)
             mine = got[(got["method"] == m) & (got["class"] == cls)].reset_index(drop=True)
             pd.testing.assert_frame_equal(mine[list(want.columns)], want, check_exact=True)
 
@@ -131,7 +141,7 @@ def test_pr_band_equals_direct_computation_from_sorted_rankings():
     X = rng.standard_normal((90, 6)).astype(np.float32)
     y = rng.integers(0, 3, 90)
     ev = evaluate(Dataset(labels=y, embeddings={"m": X}), n_recall=11)
-    bands = pr_bands(ev, alpha=0.05)
+    bands = pr_bands(ev, alpha=0.05, unit="query")
     S = score_matrix(X, "cosine")
     grid = np.linspace(0, 1, 11)
     curves, labels = [], []
@@ -150,7 +160,22 @@ def test_pr_band_equals_direct_computation_from_sorted_rankings():
         np.testing.assert_allclose(got["mean"], mean, atol=1e-9)
         np.testing.assert_allclose(got["low"], mean - half, atol=1e-9)
         np.testing.assert_allclose(got["high"], mean + half, atol=1e-9)
-        assert (got["n"] == n).all()
+        assert (got["n"] == n).all() and (got["n_units"] == n).all() and (got["unit"] == "query").all()
+    # the class unit (the default): the cluster-robust standard error of the mean over the classes
+    # (statsmodels' CR1, an intercept-only regression clustered by class) with C - 1 df
+    import statsmodels.api as sm
+
+    by_class = pr_bands(ev, alpha=0.05)
+    got = by_class[by_class["class"] == "all"].sort_values("recall")
+    assert (got["unit"] == "class").all() and (got["n_units"] == 3).all() and (got["note"] == "").all()
+    codes = np.unique(labels, return_inverse=True)[1]
+    for j in range(grid.size):
+        fit = sm.OLS(curves[:, j], np.ones(len(curves))).fit(cov_type="cluster", cov_kwds={"groups": codes})
+        half = stats.t.ppf(0.975, 2) * fit.bse[0]
+        assert got["low"].iloc[j] == pytest.approx(fit.params[0] - half, abs=1e-9)
+        assert got["high"].iloc[j] == pytest.approx(fit.params[0] + half, abs=1e-9)
+    # a class's own band is over its queries whatever the unit of the overall band
+    pd.testing.assert_frame_equal(by_class[by_class["class"] != "all"], bands[bands["class"] != "all"])
 
 
 def test_bootstrap_simultaneous_band_is_wider_than_pointwise_and_seeded():

@@ -35,8 +35,10 @@ from .variability import clean_values
 
 BETWEEN, WITHIN = "query within class", "method x query"  # the ``error`` column: the stratum's residual
 RESID_BETWEEN, RESID_WITHIN = "Residual (between queries)", "Residual (within queries)"
-TERMS = ["class", RESID_BETWEEN, "method", "method:class", RESID_WITHIN]
-ERRORS = [BETWEEN, "", WITHIN, WITHIN, ""]
+CLASS_UNIT, RESID_CLASS = "method (class unit)", "Residual (method x class means)"
+TERMS = ["class", RESID_BETWEEN, "method", "method:class", RESID_WITHIN, CLASS_UNIT, RESID_CLASS]
+ERRORS = [BETWEEN, "", WITHIN, WITHIN, "", "method x class", ""]
+UNITS = ["query"] * 5 + ["class"] * 2
 COLUMNS = ["term", "sum_sq", "df", "F", "p_value", "error", "unit", "n_units", "note"]
 #: a residual sum of squares below ``n * (ZERO_ULPS * eps * max|y - mean|)**2`` is rounding, not
 #: variance (means of values that are equal, summed in another order, differ in the last bits)
@@ -110,7 +112,7 @@ def _split_plot(y: np.ndarray, im: np.ndarray, ic: np.ndarray, iu: np.ndarray, n
     yc = y - y.mean() if n else y  # centred: the sums of squares below are of small numbers
     scale = float(np.max(np.abs(yc), initial=0.0))
     zero = n * (ZERO_ULPS * np.finfo(np.float64).eps * scale) ** 2
-    ss = np.zeros(5)
+    ss = np.zeros(len(TERMS))
     if n:
         mean_q = np.bincount(iu, yc, q) / m
         n_c = np.bincount(cls_u, minlength=c).astype(np.float64)
@@ -123,49 +125,57 @@ def _split_plot(y: np.ndarray, im: np.ndarray, ic: np.ndarray, iu: np.ndarray, n
         ss_within_cells = float((n_c * (mean_mc - mean_c) ** 2).sum())
         r_between = mean_q - mean_c[cls_u]
         r_within = yc - mean_q[iu] - mean_mc.ravel()[cell] + mean_c[ic]
+        # the class unit: the M x C table of class means, each class once (a randomized block design)
+        col = mean_mc.mean(axis=0)
+        row = mean_mc.mean(axis=1)
+        r_cls = mean_mc - row[:, None] - col[None, :] + col.mean()
         ss = np.array([m * float((n_c * (mean_c - grand) ** 2).sum()), m * float(r_between @ r_between),
-                       ss_method, max(ss_within_cells - ss_method, 0.0), float(r_within @ r_within)])
-    dfs = np.array([c - 1, q - c, m - 1, (m - 1) * (c - 1), (m - 1) * (q - c)], np.float64)
+                       ss_method, max(ss_within_cells - ss_method, 0.0), float(r_within @ r_within),
+                       c * float(((row - row.mean()) ** 2).sum()), float((r_cls * r_cls).sum())])
+    dfs = np.array([c - 1, q - c, m - 1, (m - 1) * (c - 1), (m - 1) * (q - c), m - 1, (m - 1) * (c - 1)],
+                   np.float64)
     notes = _undefined(ss, dfs, zero, m, c, q)
-    f = np.full(5, np.nan)
-    p = np.full(5, np.nan)
-    for i, res in ((0, 1), (2, 4), (3, 4)):
+    f = np.full(7, np.nan)
+    p = np.full(7, np.nan)
+    for i, res in ((0, 1), (2, 4), (3, 4), (5, 6)):
         if not notes[i]:
             f[i] = (ss[i] / dfs[i]) / (ss[res] / dfs[res])
             p[i] = float(stats.f.sf(f[i], dfs[i], dfs[res]))
     ss = np.where(dfs > 0, ss, np.nan)
     return pd.DataFrame({"term": TERMS, "sum_sq": ss, "df": dfs, "F": f, "p_value": p, "error": ERRORS,
-                         "unit": "query", "n_units": q, "note": notes})
+                         "unit": UNITS, "n_units": [q] * 5 + [c] * 2, "note": notes})
 
 
 def _undefined(ss: np.ndarray, dfs: np.ndarray, zero: float, m: int, c: int, q: int) -> list[str]:
-    """The reason each term of the table (order :data:`TERMS`) has no test, or "" when it has one."""
-    notes = [""] * 5
+    """The reason each row of the table (order :data:`TERMS`) has no test, or "" when it has one."""
     if q == 0:
-        return ["undefined: no query was answered by every method."] * 5
-    for i, res, stratum in ((0, 1, "between queries"), (2, 4, "within queries"), (3, 4, "within queries")):
-        total = ss[i] + ss[res]
+        return ["undefined: no query was answered by every method."] * len(TERMS)
+    notes = [""] * len(TERMS)
+    need = {0: f"at least two classes ({c} class)", 2: f"at least two methods ({m} method)",
+            3: f"at least two methods and two classes ({m} method(s), {c} class(es))",
+            5: f"at least two methods ({m} method)"}
+    no_df = {1: "one query per class", 4: "one query per class", 6: "the class unit needs at least two classes"}
+    stratum = {1: "between queries", 4: "within queries", 6: "of the class means"}
+    nothing = {1: "every query has the same mean over the methods: no between-query variation to test.",
+               4: "every query has the same value under every method (identical methods): no within-query "
+                  "variation to test.",
+               6: "the methods have the same mean in every class (e.g. identical methods): nothing to test at "
+                  "the class unit."}
+    zero_resid = {1: "the queries of each class have the same mean over the methods",
+                  4: "the methods differ by the same amount on every query of a class",
+                  6: "the methods differ by the same amount in every class"}
+    for i, res in ((0, 1), (2, 4), (3, 4), (5, 6)):
         if dfs[i] <= 0:
-            need = {0: f"at least two classes ({c} class)", 2: f"at least two methods ({m} method)",
-                    3: f"at least two methods and two classes ({m} method(s), {c} class(es))"}[i]
-            notes[i] = f"undefined: needs {need}."
+            notes[i] = f"undefined: needs {need[i]}."
         elif dfs[res] <= 0:
-            notes[i] = (f"undefined: residual df 0 {stratum} (one query per class): use at least two queries "
-                        "per class.")
-        elif total <= zero:
-            notes[i] = ("undefined: every query has the same value under every method (identical methods): no "
-                        "within-query variation to test." if res == 4 else
-                        "undefined: every query has the same mean over the methods: no between-query variation "
-                        "to test.")
+            notes[i] = f"undefined: residual df 0 {stratum[res]} ({no_df[res]})."
+        elif ss[i] + ss[res] <= zero:
+            notes[i] = "undefined: " + nothing[res]
         elif ss[res] <= zero:
-            notes[i] = (f"undefined: zero residual {stratum} ("
-                        + ("the methods differ by the same amount on every query of a class" if res == 4 else
-                           "the queries of each class have the same mean over the methods")
-                        + "), so F divides by zero.")
-    if dfs[1] <= 0:
-        notes[1] = "undefined: df 0 (one query per class)."
-    if dfs[4] <= 0:
-        notes[4] = "undefined: df 0 (" + ("one method)." if m < 2 else "one query per class).")
+            notes[i] = f"undefined: zero residual {stratum[res]} ({zero_resid[res]}), so F divides by zero."
+    for res in (1, 4, 6):
+        if dfs[res] <= 0:
+            notes[res] = f"undefined: df 0 ({'one method' if m < 2 else no_df[res]})."
     return notes
 
 

@@ -22,6 +22,10 @@ R_AOV = r"""
 d <- read.csv(commandArgs(TRUE)[1], colClasses = c("character", "character", "character", "numeric"))
 d$method <- factor(d$method); d$query <- factor(d$query); d$label <- factor(d$label)
 s <- summary(aov(ap ~ method * label + Error(query), data = d))
+cm <- aggregate(ap ~ method + label, data = d, FUN = mean)  # the class unit: one mean per method x class
+s2 <- summary(aov(ap ~ method + Error(label), data = cm))
+names(s2) <- paste("class unit", names(s2))
+s <- c(s, s2)
 for (nm in names(s)) {
   t <- s[[nm]][[1]]
   write.table(data.frame(stratum = nm, term = trimws(rownames(t)), df = t[["Df"]], ss = t[["Sum Sq"]],
@@ -32,7 +36,9 @@ for (nm in names(s)) {
 # R's row names (label is the class column) -> ours
 R_TERMS = {("Error: query", "label"): "class", ("Error: query", "Residuals"): "Residual (between queries)",
            ("Error: Within", "method"): "method", ("Error: Within", "method:label"): "method:class",
-           ("Error: Within", "Residuals"): "Residual (within queries)"}
+           ("Error: Within", "Residuals"): "Residual (within queries)",
+           ("class unit Error: Within", "method"): "method (class unit)",
+           ("class unit Error: Within", "Residuals"): "Residual (method x class means)"}
 
 
 def _r_aov(df: pd.DataFrame, tmp_path) -> pd.DataFrame:
@@ -41,7 +47,7 @@ def _r_aov(df: pd.DataFrame, tmp_path) -> pd.DataFrame:
     script.write_text(R_AOV)
     out = subprocess.run([RSCRIPT, "--vanilla", str(script), str(csv)], capture_output=True, text=True, check=True,
                          timeout=120).stdout
-    rows = [line.split(",") for line in out.strip().splitlines()]
+    rows = [r for r in (line.split(",") for line in out.strip().splitlines()) if (r[0], r[1]) in R_TERMS]
     t = pd.DataFrame([dict(term=R_TERMS[(r[0], r[1])], df=float(r[2]), sum_sq=float(r[3]),
                            F=float(r[4]) if r[4] != "NA" else np.nan, p_value=float(r[5]) if r[5] != "NA" else np.nan)
                       for r in rows])
@@ -86,7 +92,8 @@ def test_split_plot_table_equals_r_aov_with_error_strata(tmp_path, seed, n_m, pe
     got = two_way_anova(df, warn=warn)
     _assert_equals_r(got, _r_aov(df, tmp_path))
     assert warn == []
-    assert (got["unit"] == "query").all() and (got["n_units"] == sum(per_class)).all()
+    assert got["unit"].tolist() == ["query"] * 5 + ["class"] * 2
+    assert got["n_units"].tolist() == [sum(per_class)] * 5 + [len(per_class)] * 2
     assert got.set_index("term").loc[["class", "method", "method:class"], "error"].tolist() == [
         "query within class", "method x query", "method x query"]
 
@@ -103,14 +110,15 @@ def test_queries_missing_a_method_are_left_out_with_a_count_and_the_rest_equals_
     complete = df[~df["query"].isin(["q0-1", "q3-2", "q3-5", "q1-0", "q2-2"])]
     _assert_equals_r(got, _r_aov(complete, tmp_path))
     assert any("5 of 21 queries were not answered exactly once by every method" in w for w in warn)
-    assert (got["n_units"] == 16).all()
+    assert got["n_units"].tolist() == [16] * 5 + [4] * 2
 
 
 def _independent(df: pd.DataFrame) -> pd.DataFrame:
     """The two strata computed apart, with general tools: the between stratum is scipy's one-way
     ANOVA of the query means on class (its SS times the number of methods); the within stratum
     is statsmodels' sequential OLS of the query-centred values on method * class (the class
-    columns carry nothing once each query is centred), with the within-stratum df."""
+    columns carry nothing once each query is centred), with the within-stratum df; the class unit
+    is statsmodels' additive fit of the method x class means."""
     import statsmodels.formula.api as smf
     from scipy import stats
     from statsmodels.stats.anova import anova_lm
@@ -127,11 +135,17 @@ def _independent(df: pd.DataFrame) -> pd.DataFrame:
     ss_m, ss_mc, ss_w = t["sum_sq"].iloc[0], t["sum_sq"].iloc[1], t["sum_sq"].iloc[2]
     df_m, df_mc, df_w = n_m - 1, (n_m - 1) * (n_c - 1), (n_m - 1) * (n_q - n_c)
     f_m, f_mc = ss_m / df_m / (ss_w / df_w), ss_mc / df_mc / (ss_w / df_w)
+    cm = df.groupby(["method", "label"], as_index=False)["ap"].mean()  # class unit: a randomized block design
+    u = anova_lm(smf.ols("ap ~ C(method) + C(label)", data=cm).fit(), typ=1)
+    ss_u, ss_ur, f_u, p_u = u["sum_sq"].iloc[0], u["sum_sq"].iloc[2], u["F"].iloc[0], u["PR(>F)"].iloc[0]
     return pd.DataFrame({
-        "term": ["class", "Residual (between queries)", "method", "method:class", "Residual (within queries)"],
-        "df": [n_c - 1, n_q - n_c, df_m, df_mc, df_w], "sum_sq": [ss_class, ss_bres, ss_m, ss_mc, ss_w],
-        "F": [between.statistic, np.nan, f_m, f_mc, np.nan],
-        "p_value": [between.pvalue, np.nan, stats.f.sf(f_m, df_m, df_w), stats.f.sf(f_mc, df_mc, df_w), np.nan],
+        "term": ["class", "Residual (between queries)", "method", "method:class", "Residual (within queries)",
+                 "method (class unit)", "Residual (method x class means)"],
+        "df": [n_c - 1, n_q - n_c, df_m, df_mc, df_w, df_m, df_mc],
+        "sum_sq": [ss_class, ss_bres, ss_m, ss_mc, ss_w, ss_u, ss_ur],
+        "F": [between.statistic, np.nan, f_m, f_mc, np.nan, f_u, np.nan],
+        "p_value": [between.pvalue, np.nan, stats.f.sf(f_m, df_m, df_w), stats.f.sf(f_mc, df_mc, df_w), np.nan,
+                    p_u, np.nan],
     }).set_index("term")
 
 
@@ -151,49 +165,54 @@ def _table(values: np.ndarray, labels: list[str], n_m: int) -> pd.DataFrame:
                          "label": np.repeat(labels, n_m), "ap": np.asarray(values, np.float64).ravel()})
 
 
-def _defined(t: pd.DataFrame) -> dict[str, bool]:
-    return {r.term: bool(np.isfinite(r.p_value)) for r in t.itertuples() if not r.term.startswith("Residual")}
+U = ["class", "method", "method:class", "method (class unit)"]  # the tested rows
+DEFINED = None
+
+
+def _undef(*reasons: str | None) -> dict[str, str | None]:
+    return dict(zip(U, reasons, strict=True))
 
 
 DEGENERATE = {
-    # name: (table, which terms are defined, a word of the reason for the others)
+    # name: (table, for each tested row: None when defined, else a word of the reason)
     "one method": (_table(np.arange(8.0)[:, None] % 3, list("aaaabbbb"), 1),
-                   {"class": True, "method": False, "method:class": False}, "two methods"),
+                   _undef(DEFINED, "two methods", "two methods", "two methods")),
     "one class": (_table(np.random.default_rng(0).random((6, 2)), list("aaaaaa"), 2),
-                  {"class": False, "method": True, "method:class": False}, "two classes"),
+                  _undef("two classes", DEFINED, "two classes", "two classes")),
     "one query per class": (_table(np.random.default_rng(1).random((3, 2)), list("abc"), 2),
-                            {"class": False, "method": False, "method:class": False}, "df 0"),
-    "constant values": (_table(np.full((6, 2), 0.4), list("aabbcc"), 2),
-                        {"class": False, "method": False, "method:class": False}, "same"),
+                            _undef("df 0", "df 0", "df 0", DEFINED)),
+    "constant values": (_table(np.full((6, 2), 0.4), list("aabbcc"), 2), _undef("same", "same", "same", "same")),
     "identical methods": (_table(np.repeat(np.random.default_rng(2).random((6, 1)), 3, axis=1), list("aaabbb"), 3),
-                          {"class": True, "method": False, "method:class": False}, "identical methods"),
+                          _undef(DEFINED, "identical methods", "identical methods", "identical methods")),
     "zero residual within": (_table(np.array([[0.1, 0.3], [0.5, 0.7], [0.2, 0.2], [0.6, 0.6]]), list("aabb"), 2),
-                             {"class": True, "method": False, "method:class": False}, "zero residual within"),
+                             _undef(DEFINED, "zero residual within", "zero residual within", DEFINED)),
     "zero residual between": (_table(np.array([[0.1, 0.3], [0.3, 0.1], [0.6, 0.9], [0.9, 0.6]]), list("aabb"), 2),
-                              {"class": False, "method": True, "method:class": True}, "zero residual between"),
+                              _undef("zero residual between", DEFINED, DEFINED, "same mean in every class")),
+    "same shift in every class": (_table(np.array([[0.1, 0.3], [0.5, 0.6], [0.2, 0.3], [0.6, 0.8]]), list("aabb"),
+                                         2), _undef(DEFINED, DEFINED, DEFINED, "zero residual of the class means")),
     "rounding only": (_table(np.array([[0.1 + 0.2, 0.3]] * 4), list("aabb"), 2),
-                      {"class": False, "method": False, "method:class": False}, "same"),
+                      _undef("same", "same", "same", "same")),
     "nothing complete": (pd.DataFrame({"method": ["a", "b"], "query": [0, 1], "label": "x", "ap": [0.1, 0.2]}),
-                         {"class": False, "method": False, "method:class": False}, "no query"),
+                         _undef("no query", "no query", "no query", "no query")),
     "empty": (pd.DataFrame({"method": [], "query": [], "label": [], "ap": []}),
-              {"class": False, "method": False, "method:class": False}, "no query"),
+              _undef("no query", "no query", "no query", "no query")),
 }
 
 
 @pytest.mark.parametrize("name", list(DEGENERATE))
 def test_degenerate_tables_are_undefined_with_the_reason_never_significant(name):
-    df, defined, reason = DEGENERATE[name]
+    df, expected = DEGENERATE[name]
     warn: list[str] = []
-    t = two_way_anova(df, warn=warn)
-    assert _defined(t) == defined
-    terms = t.set_index("term")
-    for term, ok in defined.items():
-        p = terms.loc[term, "p_value"]
-        if ok:
-            assert 0.0 <= p <= 1.0 and terms.loc[term, "note"] == ""
+    t = two_way_anova(df, warn=warn).set_index("term")
+    assert list(t.index) == ["class", "Residual (between queries)", "method", "method:class",
+                             "Residual (within queries)", "method (class unit)", "Residual (method x class means)"]
+    for term, reason in expected.items():
+        p, note = t.loc[term, "p_value"], t.loc[term, "note"]
+        if reason is None:
+            assert 0.0 <= p <= 1.0 and note == "", (term, p, note)
         else:
-            assert terms.loc[term, "note"].startswith("undefined") and reason in terms.loc[term, "note"]
-            assert any(term in w and reason in w for w in warn)
+            assert np.isnan(p) and note.startswith("undefined") and reason in note, (term, note)
+            assert any(term in w and reason in w for w in warn), (term, warn)
 
 
 def test_copies_of_the_methods_change_nothing_between_queries():

@@ -14,6 +14,18 @@ with query[q] ~ N(0, s2_query) and e ~ N(0, s2) independent. Two error strata, a
 * within queries (each value minus its query's mean): ``method`` and ``method:class`` are
   tested against the method x query residual (df ``(M - 1)(Q - C)``).
 
+These five rows have the query as unit: they generalise to new queries answered against *this*
+gallery. With leave-one-out the queries of a class are also its gallery, so their values are
+dependent and each class's realised items shift all of its queries together: measured on
+embeddings (``benchmarks/calibration_two_way.py``), against the null of methods equally good on
+classes equally hard in distribution, the three terms reject far above alpha, while at the query
+unit (a fixed gallery, new queries) they hold it. So one more row, ``method (class unit)``, tests
+the method at the class unit (new items and classes): the M x C table of class means, each class
+once, method against method x class (R's ``aov(mean ~ method + Error(class))`` on that table; for
+two methods the one-sample t test of the class-mean differences). Class and method:class have
+no test at the class unit in one evaluation (one realisation per class: the class x method
+deviations are the error); replicate runs (the ``run`` unit) would give them one.
+
 Counting each query once per method against one pooled residual (the former type II table)
 gave the class term a null rejection rate of 23.5 % and left the method terms powerless; see
 D. C. Montgomery, *Design and Analysis of Experiments*, the split-plot design (ch. 14 in the

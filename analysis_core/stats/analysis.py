@@ -3,8 +3,8 @@
 :func:`analyse` takes the long per-query table (:func:`~.variability.ap_frame`) and returns one
 :class:`VariabilityAnalysis`: one-way tests over groups (classes, or method x class pairs), the
 post-hoc pairwise comparisons (capped at :data:`~.posthoc.MAX_POSTHOC_GROUPS` groups — the cap is
-stated in ``warnings``, never silent), and, with several methods, two-way ANOVA, the mixed model
-and the paired tests, which always use every query.
+stated in ``warnings``, never silent), and, with several methods, the split-plot two-way ANOVA
+(query as whole plot), the mixed model and the paired tests, which always use every query.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class VariabilityAnalysis:
                 for r in self.one_way.tests.itertuples()]
         if self.two_way is not None:
             rows += [dict(analysis="two-way ANOVA", test=r.term, statistic=r.F, p_value=r.p_value, note=r.note)
-                     for r in self.two_way.itertuples() if r.term != "Residual"]
+                     for r in self.two_way.itertuples() if not r.term.startswith("Residual")]
         if self.mixed is not None:
             rows += [dict(analysis="mixed model", test=r.term, statistic=r.t, p_value=r.p_value, note=r.note)
                      for r in self.mixed.table.itertuples() if r.term != "Intercept"]
@@ -62,11 +62,11 @@ class VariabilityAnalysis:
         return pd.DataFrame(rows, columns=["analysis", "test", "statistic", "p_value", "note"])
 
 
-SHARED_QUERIES = ("the methods answer the same queries, so the one-way tests over method x class groups and the "
-                  "two-way ANOVA's class term count each query once per method: their class p-values are too "
-                  "small when the methods agree (a copy of a method doubles the evidence). For the class effect "
-                  "on independent queries, choose one method; method differences are tested by the mixed model "
-                  "and the paired tests, which pair the queries.")
+SHARED_QUERIES = ("the methods answer the same queries, so the one-way tests over method x class groups count each "
+                  "query once per method: their class p-values are too small when the methods agree (a copy of a "
+                  "method doubles the evidence). The two-way ANOVA is the split-plot table (query as whole plot): "
+                  "it tests class on the query means and method, method x class within queries. Method "
+                  "differences are also tested by the mixed model and the paired tests, which pair the queries.")
 
 
 #: the units of inference: what a method comparison generalises over

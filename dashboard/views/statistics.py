@@ -63,7 +63,7 @@ if got is not None:
     st.subheader("Pairwise comparisons")
     pairwise(res, n_groups)
     if res.two_way is not None:
-        st.subheader("Two-way ANOVA: method × class")
+        st.subheader("Two-way ANOVA: method × class, split-plot (query as whole plot)")
         components.table(res.two_way, "two_way_anova")
         st.subheader("Mixed model: AP ~ method + (1 | query)")
         if math.isfinite(res.mixed.residual_variance):

@@ -25,7 +25,7 @@ def _p_values_are_probabilities_or_explained(res) -> None:
     """Every p-value in [0, 1], or NaN with an 'undefined' reason on its row."""
     tables = [res.one_way.tests, *(p.table for p in res.posthoc.values())]
     if res.two_way is not None:
-        tables += [res.two_way[res.two_way["term"] != "Residual"], res.mixed.table, res.paired]
+        tables += [res.two_way[~res.two_way["term"].str.startswith("Residual")], res.mixed.table, res.paired]
     for t in tables:
         for col in P_COLUMNS & set(t.columns):
             p = t[col].to_numpy(np.float64)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,13 +79,18 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
         return _evaluate_dataset(embeddings, split=within_split if split is None else split, progress=progress,
                                  **options)
     if labels is None:
-        raise InputError("evaluate", "no labels given.", "call evaluate(embeddings, labels), one label per row.")
+        frame = "a 'label' column of the frame" if "label" in map(str, getattr(embeddings, "columns", ())) else ""
+        raise InputError("evaluate", "no labels given" + (f" ({frame} is not read as the labels)." if frame else "."),
+                         "call evaluate(embeddings, labels), one label per row"
+                         + (": evaluate(df.drop(columns='label'), df['label'])." if frame else "."))
     if isinstance(split, str):
         raise InputError("evaluate", f"split='{split}' names a split, but arrays need one split name per item.",
                          "pass split=<array of split names> and within_split='<name>' to evaluate one split.")
     embs = dict(embeddings) if isinstance(embeddings, Mapping) else {name: embeddings}
     ds = Dataset(labels=labels, embeddings=embs, split=split, confidence=confidence, role=role, ids=ids,
                  source="input arrays").ordered()  # natural order (e2 before e10), as files are loaded
+    for note in ds.notes:  # a notebook shows warnings; the loaders' notes go to the CLI's stderr
+        warnings.warn(note, UserWarning, stacklevel=2)
     return _evaluate_dataset(ds, split=within_split, progress=progress, **options)
 
 

@@ -965,7 +965,7 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
     opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols
            if not (several and c == "confidence")}
     conf = {m: _check_optional("confidence", v, n, m) for m, v in method_conf.items()} or None
-    source = ", ".join(p[0] for p in parts)
+    source = ", ".join(Path(p[0]).name for p in parts)  # file names: no folder reaches summary.json
     from .methods import natural_key
 
     ordered = {m: embeddings[m] for m in sorted(embeddings, key=natural_key)}

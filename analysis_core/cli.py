@@ -107,7 +107,8 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", help="labels file for .npy embeddings (.npy, .csv or .txt, one per line)")
     p.add_argument("--names", help="comma-separated method names, one per file (default: file stems)")
     p.add_argument("--feature-prefix", help="CSV/Parquet: use only the columns starting with this prefix")
-    p.add_argument("--similarity", choices=SIMILARITIES, default="cosine")
+    p.add_argument("--similarity", choices=SIMILARITIES, default="cosine",
+                   help="how items are compared: cosine, dot product, or euclidean (ranked by ascending distance)")
     p.add_argument("--order", help="method order, a comma list naming every method (default: natural order, "
                                    "e3 before e10)")
 

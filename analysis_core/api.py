@@ -6,6 +6,7 @@ construction), so a notebook gets the loaders' :class:`~analysis_core.errors.Inp
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import warnings
@@ -18,10 +19,12 @@ from .errors import InputError
 from .evaluation import Evaluation
 from .evaluation import evaluate as _evaluate_dataset
 from .io import Dataset, load_files
+from .provenance import provenance
 
 ArrayLike = Any  # a NumPy array, a list, or anything with __array__ / __dlpack__ (a CPU tensor)
 # the settings evaluation.evaluate takes, besides the dataset and the split (named here)
-_OPTIONS = frozenset(inspect.signature(_evaluate_dataset).parameters) - {"ds", "split", "progress"}
+_SIGNATURE = inspect.signature(_evaluate_dataset).parameters
+_OPTIONS = frozenset(_SIGNATURE) - {"ds", "split", "progress"}
 
 
 def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: ArrayLike | None = None, *,
@@ -76,6 +79,7 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
         if given or (split is not None and not isinstance(split, str)):
             raise InputError("evaluate", f"per-item {given or ['split']} given together with a Dataset.",
                              "put the columns into the Dataset, or pass arrays instead of the Dataset.")
+        # a Dataset's caller (the command line, the dashboard) knows its files and records its own provenance
         return _evaluate_dataset(embeddings, split=within_split if split is None else split, progress=progress,
                                  **options)
     if labels is None:
@@ -91,7 +95,18 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
                  source="input arrays").ordered()  # natural order (e2 before e10), as files are loaded
     for note in ds.notes:  # a notebook shows warnings; the loaders' notes go to the CLI's stderr
         warnings.warn(note, UserWarning, stacklevel=2)
-    return _evaluate_dataset(ds, split=within_split, progress=progress, **options)
+    ev = _evaluate_dataset(ds, split=within_split, progress=progress, **options)
+    return _with_provenance(ev, {**options, "within_split": within_split, "name": name})
+
+
+def _with_provenance(ev: Evaluation, options: dict[str, Any]) -> Evaluation:
+    """``ev`` with the provenance block of an API call on arrays: the options given and the defaults
+    used (arrays have no file to digest)."""
+    used = {k: p.default for k, p in _SIGNATURE.items() if k in _OPTIONS} | {
+        k: v for k, v in options.items() if v is not None}
+    used.pop("compute", None)  # an object, not a setting: the results do not depend on it
+    block = provenance(command="api", options=used, seed=used.get("seed"), precision=ev.precision)
+    return dataclasses.replace(ev, provenance=block)
 
 
 def load(path_or_paths: str | os.PathLike | Sequence[str | os.PathLike], *, labels: str | os.PathLike | None = None,

@@ -8,6 +8,7 @@ what, not where it sat on someone's disk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -39,8 +40,10 @@ def input_record(path: str | os.PathLike, role: str = "input") -> dict[str, Any]
     return {"name": p.name, "role": role, "bytes": p.stat().st_size, "sha256": file_digest(p)}
 
 
-def package_versions(names: Iterable[str] = KEY_PACKAGES) -> dict[str, str]:
-    """Installed versions of ``names`` (distributions not installed are left out)."""
+@functools.cache
+def package_versions(names: tuple[str, ...] = KEY_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (distributions not installed are left out); looked up once
+    per process (a training loop may evaluate every epoch)."""
     out = {}
     for name in names:
         try:
@@ -70,7 +73,7 @@ def provenance(*, command: str, options: Mapping[str, Any], inputs: Iterable[Map
         "tool": {"name": DISTRIBUTION, "version": __version__},
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
-        "packages": package_versions(),
+        "packages": dict(package_versions()),
         "command": command,
         "options": {k: _plain(v) for k, v in options.items()},
         "seeds": {"seed": seed},

@@ -81,3 +81,16 @@ def test_a_printed_summary_has_the_provenance_too(tmp_path):
     assert run.returncode == 0, run.stderr
     _no_paths(run.stdout, ROOT)
     _check_block(json.loads(run.stdout)["provenance"], "evaluate", {"digits.npz": (DIGITS, "embeddings")})
+
+
+def test_the_python_api_records_its_options_and_seed():
+    with np.load(DIGITS) as d:
+        X, y = d["embeddings_pca16"], d["labels"]
+    summary = analysis_core.evaluate(X, y, seed=7, group_size=3, ks=(1, 5)).to_dict()
+    prov = summary["provenance"]
+    assert prov["command"] == "api" and prov["tool"]["version"] == analysis_core.__version__
+    assert prov["seeds"] == {"seed": 7} and prov["precision"] == "float32"
+    assert prov["options"]["group_size"] == 3 and prov["options"]["ks"] == [1, 5]
+    assert prov["options"]["similarity"] == "cosine"  # the defaults used are recorded too
+    assert prov["inputs"] == [] and summary["dataset"]["source"] == "input arrays"
+    json.dumps(summary)  # plain JSON

@@ -57,7 +57,7 @@ $(BENCHV)/.installed: pyproject.toml
 	$(BENCHV)/bin/pip install --quiet --upgrade pip
 	# torch first and pinned: it is on local disk; an unpinned torch pulls gigabytes
 	$(BENCHV)/bin/pip install --quiet torch==2.13.0 || echo "warning: torch not installable; PML column skipped"
-	$(BENCHV)/bin/pip install --quiet -e . pytorch-metric-learning || $(BENCHV)/bin/pip install --quiet -e .
+	$(BENCHV)/bin/pip install --quiet -e '.[bench]' pytorch-metric-learning || $(BENCHV)/bin/pip install --quiet -e '.[bench]'
 	touch $(BENCHV)/.installed
 
 bench: $(BENCHV)/.installed

@@ -34,7 +34,7 @@ _LAZY = {"InputError": ".errors", "Evaluation": ".evaluation", "evaluate": ".api
 
 __all__ = ["APResult", "Dataset", "Evaluation", "InputError", "average_precision", "evaluate", "hit_at_k", "load",
            "load_bytes", "load_files", "map_at_r", "pr_curve", "precision_at_k", "r_precision", "reciprocal_rank"]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 
 def __getattr__(name: str) -> object:

@@ -6,8 +6,10 @@ construction), so a notebook gets the loaders' :class:`~analysis_core.errors.Inp
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,12 @@ from .errors import InputError
 from .evaluation import Evaluation
 from .evaluation import evaluate as _evaluate_dataset
 from .io import Dataset, load_files
+from .provenance import provenance
 
 ArrayLike = Any  # a NumPy array, a list, or anything with __array__ / __dlpack__ (a CPU tensor)
 # the settings evaluation.evaluate takes, besides the dataset and the split (named here)
-_OPTIONS = frozenset(inspect.signature(_evaluate_dataset).parameters) - {"ds", "split", "progress"}
+_SIGNATURE = inspect.signature(_evaluate_dataset).parameters
+_OPTIONS = frozenset(_SIGNATURE) - {"ds", "split", "progress"}
 
 
 def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: ArrayLike | None = None, *,
@@ -75,17 +79,34 @@ def evaluate(embeddings: ArrayLike | Mapping[str, ArrayLike] | Dataset, labels: 
         if given or (split is not None and not isinstance(split, str)):
             raise InputError("evaluate", f"per-item {given or ['split']} given together with a Dataset.",
                              "put the columns into the Dataset, or pass arrays instead of the Dataset.")
+        # a Dataset's caller (the command line, the dashboard) knows its files and records its own provenance
         return _evaluate_dataset(embeddings, split=within_split if split is None else split, progress=progress,
                                  **options)
     if labels is None:
-        raise InputError("evaluate", "no labels given.", "call evaluate(embeddings, labels), one label per row.")
+        frame = "a 'label' column of the frame" if "label" in map(str, getattr(embeddings, "columns", ())) else ""
+        raise InputError("evaluate", "no labels given" + (f" ({frame} is not read as the labels)." if frame else "."),
+                         "call evaluate(embeddings, labels), one label per row"
+                         + (": evaluate(df.drop(columns='label'), df['label'])." if frame else "."))
     if isinstance(split, str):
         raise InputError("evaluate", f"split='{split}' names a split, but arrays need one split name per item.",
                          "pass split=<array of split names> and within_split='<name>' to evaluate one split.")
     embs = dict(embeddings) if isinstance(embeddings, Mapping) else {name: embeddings}
     ds = Dataset(labels=labels, embeddings=embs, split=split, confidence=confidence, role=role, ids=ids,
                  source="input arrays").ordered()  # natural order (e2 before e10), as files are loaded
-    return _evaluate_dataset(ds, split=within_split, progress=progress, **options)
+    for note in ds.notes:  # a notebook shows warnings; the loaders' notes go to the CLI's stderr
+        warnings.warn(note, UserWarning, stacklevel=2)
+    ev = _evaluate_dataset(ds, split=within_split, progress=progress, **options)
+    return _with_provenance(ev, {**options, "within_split": within_split, "name": name})
+
+
+def _with_provenance(ev: Evaluation, options: dict[str, Any]) -> Evaluation:
+    """``ev`` with the provenance block of an API call on arrays: the options given and the defaults
+    used (arrays have no file to digest)."""
+    used = {k: p.default for k, p in _SIGNATURE.items() if k in _OPTIONS} | {
+        k: v for k, v in options.items() if v is not None}
+    used.pop("compute", None)  # an object, not a setting: the results do not depend on it
+    block = provenance(command="api", options=used, seed=used.get("seed"), precision=ev.precision)
+    return dataclasses.replace(ev, provenance=block)
 
 
 def load(path_or_paths: str | os.PathLike | Sequence[str | os.PathLike], *, labels: str | os.PathLike | None = None,

@@ -1,8 +1,9 @@
-"""Command line: ``python -m analysis_core check|evaluate`` (the README's "Command line").
+"""Command line: ``analysis-core check|evaluate|report`` (also ``python -m analysis_core``; the
+README's "Command line").
 
-Exit codes: 0 success, 2 bad input or usage (one-paragraph message, no traceback), 3 the Dask
-cluster could not finish (nothing written), 1 an internal error (short message; set
-ANALYSIS_CORE_DEBUG=1 for the traceback).
+Exit codes: 0 success, 2 bad input or usage or a missing optional extra (one-paragraph message
+with the fix, no traceback), 3 the Dask cluster could not finish (nothing written), 1 an internal
+error (short message; set ANALYSIS_CORE_DEBUG=1 for the traceback).
 """
 
 from __future__ import annotations
@@ -16,10 +17,32 @@ from pathlib import Path
 
 import numpy as np
 
+from . import __version__
 from .engine.layout import PRECISIONS
 from .errors import ComputeError, InputError
 from .export.tables import json_text, write_per_query
+from .extras import DISTRIBUTION, EXTRAS, install_command
 from .io import SIMILARITIES, Dataset, load_files, validate
+
+EXIT_CODES = """exit codes:
+  0  success
+  2  bad input or usage, or a missing optional extra (the message says what to do)
+  3  the Dask cluster could not finish (nothing written)
+  1  an internal error, a bug (ANALYSIS_CORE_DEBUG=1 shows the traceback)"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples and exit codes laid out as written; each option's default appended to its help
+    (unless there is none to show, or the help already says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False or default == argparse.SUPPRESS \
+                or not action.option_strings:
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        return f"{text} (default: {shown})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,7 +107,8 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", help="labels file for .npy embeddings (.npy, .csv or .txt, one per line)")
     p.add_argument("--names", help="comma-separated method names, one per file (default: file stems)")
     p.add_argument("--feature-prefix", help="CSV/Parquet: use only the columns starting with this prefix")
-    p.add_argument("--similarity", choices=SIMILARITIES, default="cosine")
+    p.add_argument("--similarity", choices=SIMILARITIES, default="cosine",
+                   help="how items are compared: cosine, dot product, or euclidean (ranked by ascending distance)")
     p.add_argument("--order", help="method order, a comma list naming every method (default: natural order, "
                                    "e3 before e10)")
 
@@ -165,7 +189,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     ds = _load(args)
     ev = _evaluate(args, ds, block_size=args.block_size, n_threads=args.threads, group_size=args.group_size,
                    max_classes=args.max_classes)
-    summary = ev.summary()
+    summary = {**ev.summary(), "provenance": _provenance(args, "evaluate")}
     if args.out:
         out = Path(args.out)
         try:
@@ -179,6 +203,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         print(json_text(summary), end="")
     return 0
+
+
+def _provenance(args: argparse.Namespace, command: str) -> dict:
+    """The ``provenance`` block of this run: options as given (paths left out: the input files
+    are recorded by name and digest, the output folder not at all)."""
+    from .provenance import input_record, provenance
+
+    paths = {"files", "labels", "out", "func", "command", "quiet"}
+    inputs = [input_record(f, "embeddings") for f in args.files]
+    if args.labels:
+        inputs.append(input_record(args.labels, "labels"))
+    return provenance(command=command, options={k: v for k, v in vars(args).items() if k not in paths},
+                      inputs=inputs, seed=args.seed, precision=args.precision)
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -214,7 +251,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                        on_figure=prerender, unit=args.unit)
     out = Path(args.out)
     try:
-        written = write_report(ev, rep, out, args.format, style, prerender)
+        written = write_report(ev, rep, out, args.format, style, prerender, provenance=_provenance(args, "report"))
     except OSError as exc:
         raise InputError(str(out), f"cannot write the report ({exc.strerror or exc}).",
                          "choose a writable --out folder.") from exc
@@ -242,12 +279,28 @@ def _add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m analysis_core", description="Tie-aware evaluation of embedding retrieval.")
+    p = _Parser(prog="python -m analysis_core", formatter_class=_Formatter,
+                description="Tie-aware, deterministic evaluation of embedding retrieval and its variability "
+                            "(installed as the analysis-core command too).",
+                epilog="examples:\n  python -m analysis_core check demo_data/digits.npz\n"
+                       "  python -m analysis_core evaluate demo_data/digits.npz --out results\n"
+                       "  python -m analysis_core report demo_data/training.npz --out report\n"
+                       "  python -m analysis_core COMMAND --help\n\n" + EXIT_CODES)
+    p.add_argument("--version", action="version", version=f"{DISTRIBUTION} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    c = sub.add_parser("check", help="validate input files; exit 0 if usable, 2 if not")
+
+    def command(name: str, help: str, examples: str):
+        return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                              formatter_class=_Formatter, epilog=f"examples:\n{examples}\n\n{EXIT_CODES}")
+
+    c = command("check", "validate input files; exit 0 if usable, 2 if not",
+                "  python -m analysis_core check demo_data/digits.npz\n"
+                "  python -m analysis_core check embeddings.npy --labels labels.txt")
     _add_input_args(c)
     c.set_defaults(func=cmd_check)
-    e = sub.add_parser("evaluate", help="per-query metrics and summary")
+    e = command("evaluate", "per-query metrics and the summary (summary.json, per_query.csv/.parquet)",
+                "  python -m analysis_core evaluate demo_data/digits.npz --out results\n"
+                "  python -m analysis_core evaluate a.npz b.npz --k 1,5,10 --group-size 10 --seed 1 --quiet")
     _add_input_args(e)
     e.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k, e.g. 1,2,4,8")
     e.add_argument("--out", help="output folder (default: print the summary)")
@@ -265,7 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scale_args(e)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
-    r = sub.add_parser("report", help="everything for a paper: summary, tables (CSV + LaTeX), figures")
+    r = command("report", "everything for a paper: summary, tables (CSV + LaTeX), figures",
+                "  python -m analysis_core report demo_data/training.npz --out report\n"
+                "  python -m analysis_core report demo_data/digits.npz --out report --format pdf,png --style single\n"
+                "  python -m analysis_core report demo_data/digits.npz --out report --format ''   (no figures: "
+                "no export extra needed)")
     _add_input_args(r)
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k")
@@ -308,6 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     except ComputeError as exc:
         sys.stderr.write(f"error: {exc} Nothing was written.\n")
         return 3
+    except ModuleNotFoundError as exc:  # an optional package the extras did not catch first
+        extra = next((x for x, (_, modules, _) in EXTRAS.items() if exc.name in modules), None)
+        if extra is None:
+            return _internal_error(exc)
+        sys.stderr.write(f"error: this needs the optional package '{exc.name}'. Fix: install the '{extra}' extra: "
+                         f"{install_command(extra)}.\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

@@ -60,6 +60,7 @@ class Evaluation:
     alpha: float = 0.05
     compute_notes: tuple[str, ...] = ()
     precision: str = "float32"  # the dtype similarities were computed in
+    provenance: dict | None = None  # summary.json's provenance block (api.evaluate sets it)
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -307,6 +308,7 @@ class Evaluation:
                    if self.query_sample is not None else {}),
             },
             "methods": {m: self.method_summary(m) for m in self.results},
+            **({"provenance": self.provenance} if self.provenance is not None else {}),
         }
 
 

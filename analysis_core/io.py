@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 OPTIONAL_COLUMNS = ("split", "confidence", "role", "id")
+#: columns of a table that are never features: the label and the optional per-item columns (files,
+#: and frames passed to the Python API, leave them out of the vector)
+RESERVED_COLUMNS = frozenset({"label", *OPTIONAL_COLUMNS})
 ROLES = ("query", "gallery", "both")
 SIMILARITIES = ("cosine", "dot", "euclidean")
 
@@ -80,9 +83,11 @@ class Dataset:
             raise _bad(src, "embeddings must be a non-empty dict of method name -> (n_items, dim) array.",
                        "pass embeddings={'name': array}.")
         embs: dict[str, np.ndarray] = {}
+        notes = list(self.notes)
         n = None
         for m, e in self.embeddings.items():
             what = "embeddings" if len(self.embeddings) == 1 else f"embeddings_{m}"
+            e = _without_reserved_columns(e, src, what, notes)
             e = _check_embeddings(_as_array(e, src, what), src, what)
             if n is None:
                 n = e.shape[0]
@@ -110,7 +115,7 @@ class Dataset:
                 for m, v in self.method_confidence.items()}
         for k, v in fields.items():
             object.__setattr__(self, k, v)
-        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "notes", tuple(notes))
         self._derive()
         _check_classes(self)
 
@@ -222,6 +227,7 @@ def _as_array(x, source: str, what: str) -> np.ndarray:
         return np.asarray(x)
     if isinstance(x, np.ndarray):
         return x
+    x = _tensor_for_numpy(x)
     if hasattr(x, "__array__") or not hasattr(x, "__dlpack__"):
         try:
             return np.asarray(x)
@@ -233,6 +239,43 @@ def _as_array(x, source: str, what: str) -> np.ndarray:
     except (TypeError, ValueError, RuntimeError, BufferError) as exc:
         raise _bad(source, f"'{what}' could not be read through DLPack ({exc}).",
                    "move it to the CPU first (tensor.detach().cpu()) or pass a NumPy array.") from exc
+
+
+def _without_reserved_columns(x, source: str, what: str, notes: list[str]):
+    """A data frame (anything with named ``columns``: pandas, polars) without its label and
+    optional per-item columns, which are never features (:data:`RESERVED_COLUMNS`, as the file
+    loaders read tables); what was left out is said in ``notes``. Anything else is returned as is."""
+    columns = getattr(x, "columns", None)
+    if columns is None or isinstance(x, np.ndarray):
+        return x
+    names = [str(c) for c in columns]
+    dropped = [c for c in names if c in RESERVED_COLUMNS]
+    if not dropped:
+        return x
+    keep = [c for c in columns if str(c) not in RESERVED_COLUMNS]
+    if not keep:
+        raise _bad(source, f"'{what}' holds only the per-item column(s) {dropped}, no features.",
+                   "pass the feature columns as the embeddings.")
+    notes.append(f"{source}: column(s) {dropped} of '{what}' are per-item columns, not features (as in files), "
+                 f"and were left out of the vectors ({len(keep)} feature columns kept); pass them as labels=, "
+                 "split=, confidence=, role=, ids= to use them.")
+    return x[keep]
+
+
+def _reduced_float(dtype_name: str) -> bool:
+    """Float types NumPy has no dtype for (bfloat16, float8): every value is exactly a float32."""
+    return dtype_name.endswith("bfloat16") or dtype_name.split(".")[-1].startswith("float8")
+
+
+def _tensor_for_numpy(x):
+    """A tensor (torch-like: ``.dtype``, ``.detach()``, ``.float()``) as NumPy can read it: detached
+    from autograd (scoring needs no gradient), and bfloat16/float8 widened to float32 on its own
+    device, which is exact. Anything else is returned as is; torch is never imported here."""
+    if getattr(x, "requires_grad", False) is True and callable(getattr(x, "detach", None)):
+        x = x.detach()
+    if _reduced_float(str(getattr(x, "dtype", ""))) and callable(getattr(x, "float", None)):
+        x = x.float()
+    return x
 
 
 def _nonfinite(a: np.ndarray, chunk_bytes: int = 64 << 20) -> tuple[np.ndarray, int, int]:
@@ -255,6 +298,8 @@ def _check_embeddings(a: np.ndarray, source: str, what: str = "embeddings") -> n
     """Numeric, 2-D, non-empty, finite; returned C-contiguous as float64 if given as float64 (or as
     integers beyond float32's 2^24), else float32 (a C-contiguous float32/float64 array,
     memory-mapped or not, is not copied)."""
+    if _reduced_float(a.dtype.name):  # ml_dtypes' bfloat16 (JAX arrays): widened exactly
+        a = a.astype(np.float32)
     if a.dtype == object:
         raise _bad(source, f"'{what}' is an object array, which could only be read by unpickling.",
                    "save it as a numeric array (e.g. np.asarray(x, dtype=np.float32)).")
@@ -816,8 +861,7 @@ def _table_to_arrays(df: pd.DataFrame, source: str, prefix: str | None, method: 
             raise _bad(source, f"column 'embedding' has vectors of different lengths (row 0 has {vecs[0].size}, "
                        f"row {first} has {vecs[first].size}).", "give every row a vector of the same length.")
         return {name: np.stack(vecs)}, cols
-    reserved = {"label", *OPTIONAL_COLUMNS}
-    feat = [c for c in df.columns if c not in reserved and (prefix is None or c.startswith(prefix))]
+    feat = [c for c in df.columns if c not in RESERVED_COLUMNS and (prefix is None or c.startswith(prefix))]
     if prefix is None:
         non_numeric = [c for c in feat if not pd.api.types.is_numeric_dtype(df[c])]
         if non_numeric:
@@ -921,7 +965,7 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
     opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols
            if not (several and c == "confidence")}
     conf = {m: _check_optional("confidence", v, n, m) for m, v in method_conf.items()} or None
-    source = ", ".join(p[0] for p in parts)
+    source = ", ".join(Path(p[0]).name for p in parts)  # file names: no folder reaches summary.json
     from .methods import natural_key
 
     ordered = {m: embeddings[m] for m in sorted(embeddings, key=natural_key)}

@@ -446,9 +446,11 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
 
 
 def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...] = ("pdf",),
-                 style: FigureStyle | None = None, prerendered: Prerender | None = None) -> list[Path]:
+                 style: FigureStyle | None = None, prerendered: Prerender | None = None,
+                 provenance: dict | None = None) -> list[Path]:
     """Write the report's files; returns their paths. ``prerendered``: the figures already
-    rendered while the report was built (``build_report(..., on_figure=prerendered)``)."""
+    rendered while the report was built (``build_report(..., on_figure=prerendered)``);
+    ``provenance``: the block :func:`analysis_core.provenance.provenance` made for this run."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
     summary = ev.summary()
@@ -458,6 +460,8 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
         summary["splits"] = {sp: e.summary() | ({"inference": rep.inference[sp]} if sp in rep.inference else {})
                              for sp, e in rep.split_evaluations.items()}
     summary["warnings"] = rep.warnings
+    if provenance is not None:
+        summary["provenance"] = provenance
     (out / "summary.json").write_text(json_text(summary))
     write_per_query(ev.per_query_columns(), out)
     written += [out / "per_query.csv", out / "per_query.parquet"]

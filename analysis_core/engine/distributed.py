@@ -32,14 +32,13 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 from ..errors import ComputeError
+from ..extras import install_command, require
 from .plan import partition
 from .pool import Progress, single_threaded_blas
 from .results import BlockResult, PassResult, assemble
 from .setup import Setup
 from .tasks import block_metrics, block_pair_counts, block_thresholds, pair_part, pair_summary
 from .tiles import TILE, Tiles
-
-INSTALL_HINT = "install the 'scale' extra: pip install -e '.[scale]' (dask[distributed])"
 
 
 def fingerprint() -> dict:
@@ -144,10 +143,7 @@ class DaskCompute:
     def start(self) -> DaskCompute:
         if self._client is not None:
             return self
-        try:
-            import distributed
-        except ImportError as exc:
-            raise ComputeError(f"Dask is not installed ({exc}); {INSTALL_HINT}.") from None
+        (distributed,) = require("scale")  # missing: an InputError with the pip command (exit 2)
         try:
             if self.scheduler:
                 self._client = _connect(distributed, self.scheduler, self.connect_timeout)
@@ -191,8 +187,8 @@ class DaskCompute:
             prints = self._client.run(fingerprint)
         except Exception as exc:  # noqa: BLE001 - e.g. the workers' Python lacks this package
             raise ComputeError(f"the {self.label}'s workers cannot run this package's code ({exc.__class__.__name__}: "
-                               f"{exc}). Install it where the workers run (pip install "
-                               "'embedding-retrieval-eval[scale]' from this project) and restart them.") from None
+                               f"{exc}). Install it where the workers run ({install_command('scale')}) and restart "
+                               "them.") from None
         canaries = {p["canary"] for p in prints.values()}
         if len(canaries) > 1:
             detail = "; ".join(f"{w}: numpy {p['numpy']}, {', '.join(p['blas'])}" for w, p in sorted(prints.items()))

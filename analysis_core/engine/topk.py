@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..extras import require
 from .layout import prepare_vectors
 
 
@@ -34,7 +35,7 @@ def top_k(X: np.ndarray, k: int, *, similarity: str = "cosine", queries: np.ndar
     >>> i.ravel().tolist()
     [1, 0, 0]
     """
-    import faiss
+    (faiss,) = require("bench")  # an optional dependency: without it, the pip command
 
     Xf = prepare_vectors(X, similarity)
     q = np.arange(Xf.shape[0]) if queries is None else np.asarray(queries)

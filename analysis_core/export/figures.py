@@ -21,6 +21,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from ..errors import InputError
+from ..extras import require
 from ..figures.style import legend_entries, page_layout
 from .physical_size import PX_PER_IN, sized
 from .tables import file_stem
@@ -72,7 +73,9 @@ class FigureStyle:
 
 def chromium_path() -> str | None:
     """The Chromium kaleido will drive, or None. ``BROWSER_PATH`` (kaleido's own override)
-    wins; otherwise the PATH and the usual install locations, as kaleido searches them."""
+    wins; otherwise the PATH and the usual install locations, as kaleido searches them. Without the
+    ``export`` extra (kaleido and its choreographer): :class:`InputError` with the pip command."""
+    require("export")
     from choreographer.browsers.chromium import Chromium
 
     path = os.environ.get("BROWSER_PATH") or Chromium.find_browser(skip_local=False)
@@ -136,7 +139,7 @@ def _kaleido_class():
     between renders: each is drawn in a new detached element, and the page's image and its print
     size are replaced by the next render: PDF and PNG bytes are the same, SVG up to plotly's
     random ids and the order of two attributes (tested)."""
-    import kaleido
+    (kaleido, _) = require("export")
 
     class _Kaleido(kaleido.Kaleido):
         _renders = 0

@@ -177,7 +177,7 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
     unit = ("class" if jackknife is not None else "query") if unit is None else unit
     if unit not in UNITS:
         raise InputError("analyse", f"unknown unit {unit!r}.", f"use one of {sorted(UNITS)}.")
-    if unit == "class" and jackknife is None:
+    if unit == "class" and jackknife is None and ap["method"].nunique() > 1:
         raise InputError("analyse", "unit 'class' needs the evaluation's jackknife over classes.",
                          "pass jackknife=ev.class_jackknife() (ev: the Evaluation), or unit='query'.")
     if isinstance(posthoc, str):  # "tukey": one procedure, not its letters

@@ -18,7 +18,25 @@ ROOT = Path(__file__).resolve().parents[2]
 def analysis():
     ds = load_files([ROOT / "demo_data" / "training.npz"])
     evs = {sp: evaluate(ds, split=sp) for sp in ("train", "test_unseen")}
-    return evs, checkpoint_analysis(evs)
+    return evs, checkpoint_analysis(evs, unit="query")
+
+
+def test_at_the_class_unit_intervals_and_best_vs_last_come_from_the_jackknife_and_3_classes_decide_nothing(analysis):
+    evs, _ = analysis
+    ca = checkpoint_analysis(evs)  # the default unit: class
+    t = ca.table[ca.table["metric"] == "map"]
+    assert (t["unit"] == "class").all()
+    for r in t.itertuples():
+        jk = evs[r.split].class_jackknife()
+        iv = jk.intervals(0.05).set_index(["method", "metric"]).loc[(r.method, "map")]
+        assert r.n_units == jk.n_units == {"train": 7, "test_unseen": 3}[r.split]
+        assert (r.ci_low, r.ci_high) == pytest.approx((max(0.0, iv["ci_low"]), min(1.0, iv["ci_high"])), abs=1e-12)
+    tests = ca.tests.set_index(["split", "family", "metric"])
+    row = tests.loc[("test_unseen", "mlp64", "map")]
+    want = evs["test_unseen"].class_jackknife().differences(0.05, pairs=[(row["best"], row["last"])], metrics=["map"])
+    assert row["mean_diff"] == pytest.approx(want["mean_diff"].iloc[0], abs=1e-12)
+    assert row["unit"] == "class" and row["n_units"] == 3
+    assert np.isnan(row["p_value"]) and "too few to decide" in row["note"]  # 3 classes: no claim, an interval
 
 
 def test_checkpoint_table_holds_the_summary_values_in_step_order_with_intervals(analysis):

@@ -342,7 +342,11 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
         rep.captions["games_howell"] = f"Games-Howell pairwise comparisons of mean AP (alpha = {alpha:g})."
     if res.two_way is not None:
         rep.tables["two_way_anova"] = res.two_way
-        rep.captions["two_way_anova"] = "Two-way ANOVA of per-query AP: method x class (type II)."
+        rep.captions["two_way_anova"] = ("Split-plot ANOVA of per-query AP at the query unit (these models, this "
+                                         "gallery): class tested between queries, method and method x class within "
+                                         "queries (error column). Under leave-one-out the queries of a class share "
+                                         "its gallery and these p-values are too small for a claim about the "
+                                         "methods; see the method comparisons.")
     if res.mixed is not None:
         rep.tables["mixed_model"] = res.mixed.table
         rep.captions["mixed_model"] = ("Mixed model AP ~ method with a random query intercept (query variance "

@@ -36,9 +36,7 @@ for (nm in names(s)) {
 # R's row names (label is the class column) -> ours
 R_TERMS = {("Error: query", "label"): "class", ("Error: query", "Residuals"): "Residual (between queries)",
            ("Error: Within", "method"): "method", ("Error: Within", "method:label"): "method:class",
-           ("Error: Within", "Residuals"): "Residual (within queries)",
-           ("class unit Error: Within", "method"): "method (class unit)",
-           ("class unit Error: Within", "Residuals"): "Residual (method x class means)"}
+           ("Error: Within", "Residuals"): "Residual (within queries)"}
 
 
 def _r_aov(df: pd.DataFrame, tmp_path) -> pd.DataFrame:
@@ -92,8 +90,8 @@ def test_split_plot_table_equals_r_aov_with_error_strata(tmp_path, seed, n_m, pe
     got = two_way_anova(df, warn=warn)
     _assert_equals_r(got, _r_aov(df, tmp_path))
     assert warn == []
-    assert got["unit"].tolist() == ["query"] * 5 + ["class"] * 2
-    assert got["n_units"].tolist() == [sum(per_class)] * 5 + [len(per_class)] * 2
+    assert got["unit"].tolist() == ["query"] * 5
+    assert got["n_units"].tolist() == [sum(per_class)] * 5
     assert got.set_index("term").loc[["class", "method", "method:class"], "error"].tolist() == [
         "query within class", "method x query", "method x query"]
 
@@ -110,15 +108,14 @@ def test_queries_missing_a_method_are_left_out_with_a_count_and_the_rest_equals_
     complete = df[~df["query"].isin(["q0-1", "q3-2", "q3-5", "q1-0", "q2-2"])]
     _assert_equals_r(got, _r_aov(complete, tmp_path))
     assert any("5 of 21 queries were not answered exactly once by every method" in w for w in warn)
-    assert got["n_units"].tolist() == [16] * 5 + [4] * 2
+    assert got["n_units"].tolist() == [16] * 5
 
 
 def _independent(df: pd.DataFrame) -> pd.DataFrame:
     """The two strata computed apart, with general tools: the between stratum is scipy's one-way
     ANOVA of the query means on class (its SS times the number of methods); the within stratum
     is statsmodels' sequential OLS of the query-centred values on method * class (the class
-    columns carry nothing once each query is centred), with the within-stratum df; the class unit
-    is statsmodels' additive fit of the method x class means."""
+    columns carry nothing once each query is centred), with the within-stratum df;"""
     import statsmodels.formula.api as smf
     from scipy import stats
     from statsmodels.stats.anova import anova_lm
@@ -135,17 +132,12 @@ def _independent(df: pd.DataFrame) -> pd.DataFrame:
     ss_m, ss_mc, ss_w = t["sum_sq"].iloc[0], t["sum_sq"].iloc[1], t["sum_sq"].iloc[2]
     df_m, df_mc, df_w = n_m - 1, (n_m - 1) * (n_c - 1), (n_m - 1) * (n_q - n_c)
     f_m, f_mc = ss_m / df_m / (ss_w / df_w), ss_mc / df_mc / (ss_w / df_w)
-    cm = df.groupby(["method", "label"], as_index=False)["ap"].mean()  # class unit: a randomized block design
-    u = anova_lm(smf.ols("ap ~ C(method) + C(label)", data=cm).fit(), typ=1)
-    ss_u, ss_ur, f_u, p_u = u["sum_sq"].iloc[0], u["sum_sq"].iloc[2], u["F"].iloc[0], u["PR(>F)"].iloc[0]
     return pd.DataFrame({
-        "term": ["class", "Residual (between queries)", "method", "method:class", "Residual (within queries)",
-                 "method (class unit)", "Residual (method x class means)"],
-        "df": [n_c - 1, n_q - n_c, df_m, df_mc, df_w, df_m, df_mc],
-        "sum_sq": [ss_class, ss_bres, ss_m, ss_mc, ss_w, ss_u, ss_ur],
-        "F": [between.statistic, np.nan, f_m, f_mc, np.nan, f_u, np.nan],
-        "p_value": [between.pvalue, np.nan, stats.f.sf(f_m, df_m, df_w), stats.f.sf(f_mc, df_mc, df_w), np.nan,
-                    p_u, np.nan],
+        "term": ["class", "Residual (between queries)", "method", "method:class", "Residual (within queries)"],
+        "df": [n_c - 1, n_q - n_c, df_m, df_mc, df_w],
+        "sum_sq": [ss_class, ss_bres, ss_m, ss_mc, ss_w],
+        "F": [between.statistic, np.nan, f_m, f_mc, np.nan],
+        "p_value": [between.pvalue, np.nan, stats.f.sf(f_m, df_m, df_w), stats.f.sf(f_mc, df_mc, df_w), np.nan],
     }).set_index("term")
 
 
@@ -165,7 +157,7 @@ def _table(values: np.ndarray, labels: list[str], n_m: int) -> pd.DataFrame:
                          "label": np.repeat(labels, n_m), "ap": np.asarray(values, np.float64).ravel()})
 
 
-U = ["class", "method", "method:class", "method (class unit)"]  # the tested rows
+U = ["class", "method", "method:class"]  # the tested rows
 DEFINED = None
 
 
@@ -176,26 +168,26 @@ def _undef(*reasons: str | None) -> dict[str, str | None]:
 DEGENERATE = {
     # name: (table, for each tested row: None when defined, else a word of the reason)
     "one method": (_table(np.arange(8.0)[:, None] % 3, list("aaaabbbb"), 1),
-                   _undef(DEFINED, "two methods", "two methods", "two methods")),
+                   _undef(DEFINED, "two methods", "two methods")),
     "one class": (_table(np.random.default_rng(0).random((6, 2)), list("aaaaaa"), 2),
-                  _undef("two classes", DEFINED, "two classes", "two classes")),
+                  _undef("two classes", DEFINED, "two classes")),
     "one query per class": (_table(np.random.default_rng(1).random((3, 2)), list("abc"), 2),
-                            _undef("df 0", "df 0", "df 0", DEFINED)),
-    "constant values": (_table(np.full((6, 2), 0.4), list("aabbcc"), 2), _undef("same", "same", "same", "same")),
+                            _undef("df 0", "df 0", "df 0")),
+    "constant values": (_table(np.full((6, 2), 0.4), list("aabbcc"), 2), _undef("same", "same", "same")),
     "identical methods": (_table(np.repeat(np.random.default_rng(2).random((6, 1)), 3, axis=1), list("aaabbb"), 3),
-                          _undef(DEFINED, "identical methods", "identical methods", "identical methods")),
+                          _undef(DEFINED, "identical methods", "identical methods")),
     "zero residual within": (_table(np.array([[0.1, 0.3], [0.5, 0.7], [0.2, 0.2], [0.6, 0.6]]), list("aabb"), 2),
-                             _undef(DEFINED, "zero residual within", "zero residual within", DEFINED)),
+                             _undef(DEFINED, "zero residual within", "zero residual within")),
     "zero residual between": (_table(np.array([[0.1, 0.3], [0.3, 0.1], [0.6, 0.9], [0.9, 0.6]]), list("aabb"), 2),
-                              _undef("zero residual between", DEFINED, DEFINED, "same mean in every class")),
+                              _undef("zero residual between", DEFINED, DEFINED)),
     "same shift in every class": (_table(np.array([[0.1, 0.3], [0.5, 0.6], [0.2, 0.3], [0.6, 0.8]]), list("aabb"),
-                                         2), _undef(DEFINED, DEFINED, DEFINED, "zero residual of the class means")),
+                                         2), _undef(DEFINED, DEFINED, DEFINED)),
     "rounding only": (_table(np.array([[0.1 + 0.2, 0.3]] * 4), list("aabb"), 2),
-                      _undef("same", "same", "same", "same")),
+                      _undef("same", "same", "same")),
     "nothing complete": (pd.DataFrame({"method": ["a", "b"], "query": [0, 1], "label": "x", "ap": [0.1, 0.2]}),
-                         _undef("no query", "no query", "no query", "no query")),
+                         _undef("no query", "no query", "no query")),
     "empty": (pd.DataFrame({"method": [], "query": [], "label": [], "ap": []}),
-              _undef("no query", "no query", "no query", "no query")),
+              _undef("no query", "no query", "no query")),
 }
 
 
@@ -205,7 +197,7 @@ def test_degenerate_tables_are_undefined_with_the_reason_never_significant(name)
     warn: list[str] = []
     t = two_way_anova(df, warn=warn).set_index("term")
     assert list(t.index) == ["class", "Residual (between queries)", "method", "method:class",
-                             "Residual (within queries)", "method (class unit)", "Residual (method x class means)"]
+                             "Residual (within queries)"]
     for term, reason in expected.items():
         p, note = t.loc[term, "p_value"], t.loc[term, "note"]
         if reason is None:

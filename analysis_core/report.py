@@ -392,7 +392,8 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             by_size.append(t[t["k"] == 1])
     grouped = pd.concat(rows, ignore_index=True)
     cols = ["method", "group_size", "k", "mean", "sd", "ci_low", "ci_high", "chance", "n_groups", "n_dropped_classes"]
-    rep.tables["grouped_recall"] = grouped[cols]
+    # each group is its own retrieval problem over disjoint classes: the group of classes is the unit
+    rep.tables["grouped_recall"] = grouped[cols].assign(unit="group of classes", n_units=grouped["n_groups"])
     rep.captions["grouped_recall"] = (f"Grouped Recall@K: classes split at random (seed {seed}) into groups of S; "
                                       f"mean over groups with {100 * (1 - alpha):g}% Student t interval (G - 1 df) "
                                       "and the chance level of a random ranking.")
@@ -442,7 +443,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             if erc.note:
                 rep.warnings.append(f"{m}: {erc.note}")
             rows.append(erc.curve.assign(method=m, auc=erc.auc, oracle_auc=erc.oracle_auc, spearman=erc.spearman,
-                                         spearman_p=erc.spearman_p))
+                                         spearman_p=erc.spearman_p, unit="query", n_units=len(pq)))
         erc_t = pd.concat(rows, ignore_index=True)
         rep.tables["erc"] = erc_t[["method"] + [c for c in erc_t.columns if c != "method"]]
         rep.captions["erc"] = "Error (1 - P@1) of the kept queries after rejecting the least confident fraction."

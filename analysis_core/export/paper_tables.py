@@ -160,8 +160,25 @@ def paper_latex(name: str, df: pd.DataFrame, caption: str | None) -> str:
     """The LaTeX of report table ``name``: its compact version where it has one, else the table."""
     label = f"tab:{name.replace('_', '-')}"
     if name in COMPACT:
-        return COMPACT[name](df, caption or "", label)
+        tex = COMPACT[name](df, caption or "", label)
+        units = unit_caption(df)
+        if units and "unit" not in tex:  # a compact table without the columns names them in its caption
+            tex = tex.replace(r"\caption{", r"\caption{" + units + " ", 1)
+        return tex
     return to_latex(df, caption=caption, label=label)
+
+
+def unit_caption(df: pd.DataFrame) -> str:
+    """``Unit: class (10).``: what a table's intervals and tests rest on, from its ``unit`` and
+    ``n_units`` columns (several units or counts listed), or "" without them."""
+    if not {"unit", "n_units"} <= set(df.columns) or not len(df):
+        return ""
+    pairs = df[["unit", "n_units"]].dropna().drop_duplicates()
+    pairs = pairs[pairs["unit"].astype(str) != ""]
+    if not len(pairs):
+        return ""
+    parts = [f"{u} ({int(n)})" for u, n in pairs.itertuples(index=False)][:4]
+    return "Unit: " + "; ".join(parts) + ("; ..." if len(pairs) > 4 else "") + "."
 
 
 # ---- the main results table -------------------------------------------------------------------

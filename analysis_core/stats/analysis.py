@@ -9,7 +9,7 @@ stated in ``warnings``, never silent), and, with several methods, the split-plot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -155,7 +155,13 @@ class PreparedAnalysis:
         else:
             warn.append("no scored query: there is nothing to compare between methods.")
         n_units = 0 if pt is None or not len(pt) else int(pt["n_units"].max())
-        return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), self.one_way, post, self.two_way, mm,
+        # every other table here is over the queries of these classes: say so in each
+        by_query = {"unit": "query", "n_units": int(self.data["query"].nunique())}
+        one = replace(self.one_way, tests=self.one_way.tests.assign(**by_query))
+        post = {k: replace(v, table=v.table.assign(**by_query)) for k, v in post.items()}
+        if mm is not None:
+            mm = replace(mm, table=mm.table.assign(**by_query))
+        return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), one, post, self.two_way, mm,
                                    pt, tuple(dict.fromkeys(warn)), self.unit, n_units)
 
     def _comparisons(self, alpha: float) -> pd.DataFrame:

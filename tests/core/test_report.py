@@ -42,7 +42,7 @@ def test_report_writes_every_table_and_figure(report_dir):
     tukey = pd.read_csv(report_dir / "tables" / "tukey_hsd.csv")
     # digits has splits: every table names the split it holds (issue 10); undefined rows say why (issue 12)
     assert list(tukey.columns) == ["split", "group1", "group2", "meandiff", "p_adj", "lower", "upper", "reject",
-                                   "note"]
+                                   "note", "unit", "n_units"]
     if not HAVE_CHROMIUM:
         pytest.skip("Debian's chromium is missing (make test installs it as root): figures not exported")
     for f in FIGURES:

@@ -292,7 +292,8 @@ class _ClassREML:
         sizes, which = np.unique(n_q, return_inverse=True)
         self.sizes, self.n_sizes = sizes, np.bincount(which).astype(np.float64)
         b = _binsum(q_class * sizes.size + which, _outer(s) / n_q[:, None], n_classes * sizes.size)
-        self.b = b.reshape(n_classes, sizes.size, m + 1, m + 1)
+        # sizes x (classes x (m+1)^2), so that the query-size weights are one matrix product
+        self.b = b.reshape(n_classes, sizes.size, (m + 1) ** 2).transpose(1, 0, 2).reshape(sizes.size, -1).copy()
         # beta = D mu: the reference method's mean, then each method's difference from it
         self.d = np.eye(m)
         self.d[1:, 0] = -1.0
@@ -302,7 +303,10 @@ class _ClassREML:
         ``gamma`` (real or complex): rss is the GLS residual ``r' (V/s2)^-1 r``."""
         g_class, g_cm, g_q = gamma
         m = self.m
-        k = self.kw + np.tensordot(1.0 / (1.0 + self.sizes * g_q), self.b, axes=([0], [1]))
+        w = 1.0 / (1.0 + self.sizes * g_q)
+        # real and imaginary parts apart: numpy would copy the real matrix to complex first
+        between = w.real @ self.b + 1j * (w.imag @ self.b) if np.iscomplexobj(w) else w @ self.b
+        k = self.kw + between.reshape(self.kw.shape)
         psi = g_class * np.ones((m, m)) + g_cm * np.eye(m)
         ke = k[:, :m, :]
         a = np.eye(m) + psi @ k[:, :m, :m]
@@ -399,33 +403,41 @@ class _ClassREML:
 
         if idx.size == 0:
             return np.zeros(3), True
-        grid = [np.array(p) for p in product([0.0, 0.01, 0.1, 1.0, 10.0], repeat=idx.size)]
+        grid = [np.array(p) for p in product([0.0, 0.1, 1.0, 10.0], repeat=idx.size)]
         x = min(grid, key=f)
         res = minimize(lambda z: (f(z), grad(z)), x, jac=True, method="L-BFGS-B",
-                       bounds=[(0.0, GAMMA_MAX)] * idx.size, options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 1000})
+                       bounds=[(0.0, GAMMA_MAX)] * idx.size, options={"ftol": 1e-15, "gtol": 1e-9, "maxiter": 500})
         x = np.clip(res.x, 0.0, GAMMA_MAX)
-        for _ in range(30):  # Newton on the free coordinates, with backtracking
-            g = grad(x)
+        g = grad(x)
+        for _ in range(100):  # Newton on the free coordinates, with backtracking
             free = (x > 0) | (g < 0)
             if not free.any():
                 break
             hess = self._hessian_at(grad, x)[np.ix_(free, free)]
-            try:
-                step = -np.linalg.solve(hess, g[free])
-            except np.linalg.LinAlgError:
+            val, vec = np.linalg.eigh(hess)
+            if not np.all(np.isfinite(val)) or val.max() <= 0:
                 break
-            if not np.all(np.isfinite(step)) or g[free] @ step >= 0:
-                step = -g[free]  # not a descent direction (Hessian not positive): gradient step
-            f0, t, moved = f(x), 1.0, False
+            # Newton's step where the Hessian is positive; elsewhere its eigenvalues made positive
+            # (|lambda|, floored) — a descent direction scaled like the criterion's curvature
+            newton = bool(val.min() > 0)
+            val = np.maximum(np.abs(val), 1e-8 * val.max())
+            step = -(vec / val) @ (vec.T @ g[free])
+            # near the optimum the criterion is flat to its rounding (1e-13 of it can hide a gradient
+            # of 1e-7), so a step is taken when it lowers the criterion or the gradient; the search
+            # stops when neither falls
+            f0, g0, t = f(x), np.max(np.abs(g[free])), 1.0
             while t > 1e-12:
                 x_new = x.copy()
                 x_new[free] = np.clip(x[free] + t * step, 0.0, GAMMA_MAX)
-                if f(x_new) <= f0:
-                    moved = not np.array_equal(x_new, x)
-                    x = x_new
+                g_new = grad(x_new)
+                f_new = f(x_new)
+                if f_new < f0 or (f_new <= f0 + 1e-12 * max(1.0, abs(f0)) and np.max(np.abs(g_new[free])) < g0):
                     break
                 t /= 2
-            if not moved or np.max(np.abs(t * step) / np.maximum(x[free], 1e-8)) < 1e-13:
+            else:
+                break
+            x, g = x_new, g_new
+            if newton and t == 1.0 and np.max(np.abs(g_new[free])) >= g0:  # at the optimum to rounding
                 break
         g = grad(x)
         scale = max(1.0, abs(f(x)))

@@ -238,6 +238,16 @@ def _outer(rows: np.ndarray) -> np.ndarray:
     return (rows[:, :, None] * rows[:, None, :]).reshape(rows.shape[0], -1)
 
 
+def _crossproducts(index: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
+    """Per-index cross-products ``out[i] = rows[index == i]' rows[index == i]`` (size x d x d),
+    folded :data:`_ROWS` rows at a time (the outer products of all rows at once would take n d^2)."""
+    d = rows.shape[1]
+    out = np.zeros((size, d * d))
+    for start in range(0, index.size, _ROWS):
+        out += _binsum(index[start:start + _ROWS], _outer(rows[start:start + _ROWS]), size)
+    return out.reshape(size, d, d)
+
+
 def _absorbed_rss(y: np.ndarray, cls: np.ndarray, query: np.ndarray, meth: np.ndarray, n_methods: int,
                   n_classes: int, active: np.ndarray) -> bool:
     """Whether y lies in the span of the fixed effects and the active random terms' indicators
@@ -251,7 +261,7 @@ def _absorbed_rss(y: np.ndarray, cls: np.ndarray, query: np.ndarray, meth: np.nd
     a = np.column_stack([meth[:, None] == np.arange(n_methods), y - y.mean()]).astype(np.float64)
     size = np.bincount(group, minlength=n_group).astype(np.float64)
     a -= _binsum(group, a, n_group)[group] / size[group, None]  # within-group deviations
-    gram = _binsum(block, _outer(a), n_block).reshape(n_block, n_methods + 1, n_methods + 1)
+    gram = _crossproducts(block, a, n_block)
     e, ey, yy = gram[:, :-1, :-1], gram[:, :-1, -1], gram[:, -1, -1]
     fit = np.einsum("bi,bij,bj->b", ey, np.linalg.pinv(e, rcond=1e-10, hermitian=True), ey)
     return bool(np.sum(yy - fit) <= ZERO_RESIDUAL * np.sum(yy))
@@ -283,12 +293,7 @@ class _ClassREML:
         s = _binsum(query, a, n_q.size)
         q_class = np.zeros(n_q.size, np.int64)
         q_class[query] = cls
-        self.kw = np.zeros((n_classes, (m + 1) ** 2))
-        for start in range(0, self.n, _ROWS):
-            rows = slice(start, start + _ROWS)
-            dev = a[rows] - s[query[rows]] / n_q[query[rows], None]
-            self.kw += _binsum(cls[rows], _outer(dev), n_classes)
-        self.kw = self.kw.reshape(n_classes, m + 1, m + 1)
+        self.kw = _crossproducts(cls, a - s[query] / n_q[query, None], n_classes)  # within-query deviations
         sizes, which = np.unique(n_q, return_inverse=True)
         self.sizes, self.n_sizes = sizes, np.bincount(which).astype(np.float64)
         b = _binsum(q_class * sizes.size + which, _outer(s) / n_q[:, None], n_classes * sizes.size)

@@ -349,12 +349,22 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
                                          "methods; see the method comparisons.")
     if res.mixed is not None:
         rep.tables["mixed_model"] = res.mixed.table
-        rep.captions["mixed_model"] = ("Mixed model AP ~ method with a random query intercept (query variance "
-                                       f"{res.mixed.query_variance:.4g}, residual {res.mixed.residual_variance:.4g}).")
+        rep.captions["mixed_model"] = mixed_caption(res.mixed)
     if res.paired is not None:
         rep.tables["paired_tests"] = res.paired
         rep.captions["paired_tests"] = _comparison_caption(res)
         rep.figures["paired_differences"] = paired_differences_figure(res.paired[res.paired["metric"] == "map"])
+
+
+def mixed_caption(mm) -> str:
+    """The mixed model's caption: its formula, unit and variance components."""
+    if getattr(mm, "unit", "query") == "class":
+        return ("Mixed model AP ~ method + (1 | class) + (1 | class:method) + (1 | class:query), REML, Satterthwaite "
+                f"df, unit class ({mm.n_units}); variances: class {mm.class_variance:.4g}, class x method "
+                f"{mm.class_method_variance:.4g}, query {mm.query_variance:.4g}, residual "
+                f"{mm.residual_variance:.4g}.")
+    return ("Mixed model AP ~ method with a random query intercept, unit query (these models, this gallery; query "
+            f"variance {mm.query_variance:.4g}, residual {mm.residual_variance:.4g}).")
 
 
 def _comparison_caption(res) -> str:

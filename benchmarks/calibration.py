@@ -41,9 +41,10 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import analysis_core as ac  # noqa: E402
+from analysis_core.stats import analyse  # noqa: E402
 from analysis_core.stats.generalization import split_generalization  # noqa: E402
 from analysis_core.stats.paired_tests import metric_paired_tests  # noqa: E402
-from analysis_core.stats.variability import metric_frame  # noqa: E402
+from analysis_core.stats.variability import ap_frame, metric_frame  # noqa: E402
 
 DIM, CENTRE, ITEM, NOISE, EFFECT_NOISE = 16, 1.0, 0.9, 0.6, 0.9
 METRICS = ("map", "map_at_r", "r_precision", "mrr", "precision_at_1", "recall_at_2", "recall_at_4")
@@ -113,6 +114,15 @@ def replicate(scenario: str, seed: int, alpha: float, effect: bool) -> dict:
     q = metric_paired_tests(metric_frame(ev, metrics=list(METRICS)), alpha)
     for metric, part in q.groupby("metric"):
         out[("reject", metric, "query")] = bool(part["reject"].any())
+    # the rest of the default statistics page / report: the class-unit mixed model's method terms (any
+    # term below alpha: the family-wise rate) and the split-plot ANOVA's terms (query unit)
+    res = analyse(ap_frame(ev), alpha, jackknife=jk)
+    terms = res.mixed.table[res.mixed.table["term"] != "Intercept"]
+    if terms["p_value"].notna().any():
+        out[("reject", "mixed model method terms", "class")] = bool((terms["p_value"] < alpha).any())
+    for r in res.two_way.itertuples():  # (the class term has no null here: class centres are drawn, classes differ)
+        if np.isfinite(r.p_value) and r.term != "class":
+            out[("reject", f"two-way {r.term}", "query")] = bool(r.p_value < alpha)
     iv = jk.intervals(alpha)
     for r in iv[iv["metric"].isin(METRICS)].itertuples():
         out[("interval", r.metric, r.method)] = (r.ci_low, r.ci_high)
@@ -142,7 +152,8 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
         lo, hi = clopper_pearson(k, n)
         kind = "null rejection" if key[0] == "reject" else "coverage"
         pw = [r[key] for r in power if key in r]
-        rows.append(dict(scenario=scenario, output=f"{key[1]} comparison" if key[0] == "reject" else
+        rows.append(dict(scenario=scenario, output=(key[1] if key[1].startswith(("two-way", "mixed")) else
+                                                    f"{key[1]} comparison") if key[0] == "reject" else
                          f"{key[1]} gap interval", unit=key[2], measure=kind, rate=k / n, ci_low=lo, ci_high=hi,
                          n=n, power=float(np.mean(pw)) if pw and key[0] == "reject" else np.nan))
     if scenario != "splits":

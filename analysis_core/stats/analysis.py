@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..options import check_alpha, check_int
+from .class_mixed_model import ClassMixedFit, ClassMixedModelResult, class_mixed_fit
 from .mixed_model import MixedFit, MixedModelResult, mixed_fit
 from .paired_tests import metric_paired_tests
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
@@ -38,7 +39,7 @@ class VariabilityAnalysis:
     one_way: OneWayResult
     posthoc: dict[str, PostHocResult]
     two_way: pd.DataFrame | None
-    mixed: MixedModelResult | None
+    mixed: MixedModelResult | ClassMixedModelResult | None
     paired: pd.DataFrame | None
     warnings: tuple[str, ...]
     unit: str = "query"  # what the method comparisons generalise over (see UNITS)
@@ -112,7 +113,7 @@ class PreparedAnalysis:
     data: pd.DataFrame
     one_way: OneWayResult
     two_way: pd.DataFrame | None
-    mixed: MixedFit | None
+    mixed: MixedFit | ClassMixedFit | None
     metrics: pd.DataFrame | None  # the paired tests' long table (several methods only)
     head_warnings: tuple[str, ...]  # subsample, one-way tests and their advice
     two_way_warnings: tuple[str, ...]
@@ -159,7 +160,7 @@ class PreparedAnalysis:
         by_query = {"unit": "query", "n_units": int(self.data["query"].nunique())}
         one = replace(self.one_way, tests=self.one_way.tests.assign(**by_query))
         post = {k: replace(v, table=v.table.assign(**by_query)) for k, v in post.items()}
-        if mm is not None:
+        if mm is not None and "unit" not in mm.table.columns:
             mm = replace(mm, table=mm.table.assign(**by_query))
         return VariabilityAnalysis(alpha, self.data, len(self.one_way.groups), one, post, self.two_way, mm,
                                    pt, tuple(dict.fromkeys(warn)), self.unit, n_units)
@@ -232,7 +233,8 @@ def prepare(ap: pd.DataFrame, *, posthoc: tuple[str, ...] = ("tukey", "games-how
         if ap.groupby("query")["method"].nunique().max() > 1:
             warn.append(SHARED_QUERIES)
         two = two_way_anova(ap, value, two_warn)
-        mm = mixed_fit(ap, value)
+        # the class unit's model has the class x method variance as the method effects' error
+        mm = class_mixed_fit(ap, value) if unit == "class" else mixed_fit(ap, value)
         if metrics is None:
             metrics = ap[["method", "query", "label"]].assign(metric="map" if value == "ap" else value,
                                                               value=ap[value])

@@ -8,6 +8,7 @@ import math
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
+from analysis_core.report import mixed_caption
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.variability import ap_frame
 from dashboard import cache, components
@@ -63,12 +64,15 @@ if got is not None:
     st.subheader("Pairwise comparisons")
     pairwise(res, n_groups)
     if res.two_way is not None:
-        st.subheader("Two-way ANOVA: method × class, split-plot (query as whole plot)")
+        st.subheader("Two-way ANOVA: method × class, split-plot (query as whole plot) — unit: query")
+        st.caption("These models and this gallery: with leave-one-out the queries of a class share its gallery, so "
+                   "these p-values are too small for a claim about the methods (see the method comparisons).")
         components.table(res.two_way, "two_way_anova")
-        st.subheader("Mixed model: AP ~ method + (1 | query)")
+        class_model = getattr(res.mixed, "unit", "query") == "class"
+        st.subheader("Mixed model: AP ~ method + (1 | class) + (1 | class:method) + (1 | class:query) — unit: class"
+                     if class_model else "Mixed model: AP ~ method + (1 | query) — unit: query")
         if math.isfinite(res.mixed.residual_variance):
-            st.caption(f"query variance {res.mixed.query_variance:.4g}, "
-                       f"residual variance {res.mixed.residual_variance:.4g}")
+            st.caption(mixed_caption(res.mixed))
         else:
             st.caption("Variances not estimated: the model is undefined here (the table's note says why).")
         components.table(res.mixed.table, "mixed_model")

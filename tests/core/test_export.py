@@ -21,6 +21,7 @@ from PIL import Image
 from analysis_core import evaluate, load_files
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
 from analysis_core.export.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
+from analysis_core.export.paper_tables import summary_frame
 from analysis_core.export.tables import tex_escape, to_latex
 from analysis_core.report import build_report, write_report
 
@@ -211,12 +212,20 @@ def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
     frame = pd.read_csv(cli_report / "tables" / "summary.csv")
     assert set(frame["split"]) == {"all", "train", "test"}
     part = frame[frame["split"] == "all"].set_index("method")
+    # the default unit is the class: the half-width of the jackknife t interval over the 10 classes
+    jk = ev.class_jackknife().intervals(0.05).set_index(["method", "metric"])
+    assert (part["unit"] == "class").all() and (part["n_units"] == 10).all()
+    by_query = summary_frame({"all": ev}, 0.05, unit="query").set_index("method")
+    assert (by_query["unit"] == "query").all()
     for m in METHODS:
         ap = ev.per_query(m)
         ap = ap[ap["n_positives"] > 0]["ap"].to_numpy()
         assert part.loc[m, "map"] == pytest.approx(ap.mean(), abs=1e-12)
-        lo, hi = DescrStatsW(ap).tconfint_mean(alpha=0.05)
-        assert part.loc[m, "map_half_width"] == pytest.approx((hi - lo) / 2, rel=1e-9)
+        iv = jk.loc[(m, "map")]
+        assert part.loc[m, "map_half_width"] == pytest.approx((iv["ci_high"] - iv["ci_low"]) / 2, rel=1e-9)
+        lo, hi = DescrStatsW(ap).tconfint_mean(alpha=0.05)  # the query unit: Student t over the queries
+        assert by_query.loc[m, "map_half_width"] == pytest.approx((hi - lo) / 2, rel=1e-9)
+        assert by_query.loc[m, "n_units"] == ap.size
     tex = (cli_report / "tables" / "summary.tex").read_text()
     assert r"\begin{table*}" in tex and r"\begin{table}" in (cli_report / "tables" / "summary_column.tex").read_text()
     for split, g in frame.groupby("split"):
@@ -340,7 +349,9 @@ def test_training_demo_by_split_tables_compile_in_two_columns_with_bold_best_and
     tex = (out / "tables" / "summary.tex").read_text()
     for split in map(tex_escape, ("all", "train", "test_seen", "test_unseen")):  # every split, its 10 checkpoints
         assert sum(line.startswith(f"{split} & ") for line in tex.splitlines()) == 10, split
-    assert r"\textbf{" in tex and r"$^\dagger$" in tex  # best values bold, significance marked
+    # best values bold; at the class unit 7 (and 3) classes of this reduced run support no significance mark, and
+    # the caption says over which units the intervals are
+    assert r"\textbf{" in tex and "classes (jackknife" in tex
     assert r"\textbf{" in (out / "tables" / "summary_column.tex").read_text()
 
 

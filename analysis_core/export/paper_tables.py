@@ -8,6 +8,7 @@ Every table fits a two-column page (:func:`~analysis_core.export.tables.to_latex
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -125,6 +126,20 @@ def _paired(df: pd.DataFrame, caption: str, label: str) -> str:
                     label=label, headers=HEADERS, keys=len(keys) + 2)
 
 
+def _two_way(df: pd.DataFrame, caption: str, label: str) -> str:
+    """The split-plot table: each term with its df, F, p and the error it is tested against; notes
+    only when a term is undefined."""
+    keys = [c for c in ("split",) if c in df.columns]
+    out = df[keys + ["term"]].copy()
+    out["df"] = [f"{d:g}" if pd.notna(d) else "--" for d in df["df"]]
+    out["F"] = df["F"]
+    out["p_value"] = df["p_value"]
+    out["error"] = df["error"]
+    if df["note"].astype(str).str.len().gt(0).any():
+        out["note"] = df["note"]
+    return to_latex(out, caption=caption, label=label, headers=HEADERS, keys=len(keys) + 1)
+
+
 def _grouped(df: pd.DataFrame, caption: str, label: str) -> str:
     out = df[["method", "group_size", "k", "mean"]].copy()
     out["interval"] = [_interval(lo, hi) for lo, hi in zip(df["ci_low"], df["ci_high"], strict=True)]
@@ -152,7 +167,7 @@ def classes_latex(classes: pd.DataFrame, n: int = N_CLASSES, caption: str | None
 COMPACT: dict[str, Callable[[pd.DataFrame, str], str]] = {
     "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
     "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
-    "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df),
+    "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df), "two_way_anova": _two_way,
 }
 
 
@@ -162,7 +177,7 @@ def paper_latex(name: str, df: pd.DataFrame, caption: str | None) -> str:
     if name in COMPACT:
         tex = COMPACT[name](df, caption or "", label)
         units = unit_caption(df)
-        if units and "unit" not in tex:  # a compact table without the columns names them in its caption
+        if units and not re.search(r"(^|& )unit( &| \\\\)", tex, re.M):  # without the column: in the caption
             tex = tex.replace(r"\caption{", r"\caption{" + units + " ", 1)
         return tex
     return to_latex(df, caption=caption, label=label)

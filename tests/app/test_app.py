@@ -258,3 +258,29 @@ def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_need
     assert any(b.shape == ref.shape and b.equals(ref) for b in shown)
     wide = pr_bands(ev, alpha=0.05, kind="bootstrap", n_recall=n_recall, classes=["all"])
     assert ((ref["high"] - ref["low"]) > (wide["high"] - wide["low"])).all()
+
+
+def test_statistics_and_overview_name_the_unit_and_follow_the_sidebar():
+    """The default unit is the class: the Statistics page's method comparisons are the core's
+    jackknife over classes, headed with the unit and its count; switching the sidebar to the query
+    unit gives the per-query tests, and the Overview's intervals follow."""
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    at = _open("digits", "views/statistics.py")
+    assert not at.exception
+    heads = [h.value for h in at.subheader]
+    assert any("unit: class (10 units)" in h for h in heads), heads
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    methods = ev.methods[:2]
+    ap = ap_frame(ev, methods)
+    want = analyse(ap, 0.05, metrics=metric_frame(ev, methods), jackknife=ev.class_jackknife()).paired
+    shown = next(d.value for d in at.dataframe if "p_holm" in d.value.columns and "unit" in d.value.columns)
+    np.testing.assert_allclose(shown["mean_diff"].to_numpy(), want["mean_diff"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(shown["ci_low"].to_numpy(), want["ci_low"].to_numpy(), rtol=1e-12)
+    assert (shown["unit"] == "class").all()
+    at.radio(key="unit").set_value("query").run()
+    assert not at.exception
+    assert any("unit: query (1,797 units)" in h.value for h in at.subheader)
+    ov = _open("digits")
+    assert any("unit: class (10 classes)" in h.value for h in ov.subheader)

@@ -259,7 +259,7 @@ def test_one_method_one_class_constant_and_identical_methods_are_undefined_with_
     _undefined_because(df[df["label"] == "k0"], "1 class(es)")
     _undefined_because(df.assign(ap=0.5), "every value is the same")
     identical = df.assign(ap=df.groupby("query")["ap"].transform("first"))
-    _undefined_because(identical, "fit every value exactly (zero residual variance)")
+    _undefined_because(identical, "the methods agree on every query")
     shifted = identical.assign(ap=identical["ap"] + 0.1 * (identical["method"] == "m1"))
     _undefined_because(shifted, "fit every value exactly (zero residual variance)")
     _undefined_because(df.iloc[:0], "compares methods")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,7 +61,8 @@ def test_latex_tables_are_booktabs_and_compile(report_dir, tmp_path):
         assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1
         assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
         header = tex.split(r"\toprule")[1].split(r"\midrule")[0]
-        n_cols = len(tex.split(r"\begin{tabular}{")[1].split("}")[0])
+        spec = tex.split(r"\begin{tabular}{")[1].split("\n")[0][:-1]  # "lp{110pt}rr"
+        n_cols = len(re.findall(r"p\{[^}]*\}|[lrc]", spec))
         assert header.count("&") == n_cols - 1
         for line in tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines():
             assert line.count(" & ") == n_cols - 1 and line.endswith(r"\\")

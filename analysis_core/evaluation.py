@@ -287,7 +287,7 @@ class Evaluation:
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict:
-        """The ``summary.json`` document (layout in the README's "Command line"); keys are only ever added."""
+        """The ``summary.json`` document (layout in docs/user-guide.md, "Command line"); keys are only ever added."""
         ds = self.dataset
         labels = ds.labels[self.rows]
         dims = {m: int(ds.embeddings[m].shape[1]) for m in self.results}

@@ -1,5 +1,5 @@
-"""Everything for a paper in one folder: the ``report`` command's work (the README's "Variability
-statistics and the `report` command").
+"""Everything for a paper in one folder: the ``report`` command's work (docs/user-guide.md,
+"The report command"; the statistics: docs/statistics-reference.md).
 
 ``DIR/summary.json``, ``DIR/per_query.csv``, ``DIR/tables/<name>.csv`` + ``.tex`` twins, and
 ``DIR/figures/<name>.<fmt>``. Statistics compare classes (one method) or method x class groups

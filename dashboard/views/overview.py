@@ -16,7 +16,7 @@ got = current()
 if got is not None:
     key, ev = got
     ds = ev.dataset
-    s = ev.summary()
+    s = ev.summary(alpha())  # with a query sample, the intervals at the sidebar's level
     d = s["dataset"]
     sizes = np.bincount(ds.label_codes)
     cols = st.columns(5)
@@ -66,7 +66,7 @@ if got is not None:
     if d.get("query_sample"):
         qs = d["query_sample"]
         st.subheader(f"Intervals from the query sample ({qs['n']:,} of {qs['of']:,} queries, seed {qs['seed']})")
-        st.caption(f"{100 * (1 - ev.alpha):g}% intervals: {qs['method']}. Above, the estimates; "
+        st.caption(f"{100 * (1 - alpha()):g}% intervals: {qs['method']}. Above, the estimates; "
                    f"{qs['pair_statistics']}.")
         iv = pd.DataFrame([{"method": m, "metric": name, **x} for m, v in s["methods"].items()
                            for name, x in v["intervals"].items()])

@@ -284,3 +284,32 @@ def test_statistics_and_overview_name_the_unit_and_follow_the_sidebar():
     assert any("unit: query (1,797 units)" in h.value for h in at.subheader)
     ov = _open("digits")
     assert any("unit: class (10 classes)" in h.value for h in ov.subheader)
+
+
+def test_moving_alpha_with_a_query_sample_runs_no_pass_and_shows_that_levels_intervals(monkeypatch):
+    """α enters no pass: with a query sample, moving the α slider recomputes no evaluation, and the
+    Overview's sample intervals are those of an evaluation made at that level."""
+    import analysis_core.engine.core as engine_core
+    import analysis_core.evaluation as evaluation_module
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    at = _open("digits")
+    at.number_input(key="query_sample").set_value(300).run()
+    assert not at.exception, [e.value for e in at.exception]
+    passes: list[int] = []
+    original = engine_core.run_pass
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine_core, "run_pass", counted)
+    monkeypatch.setattr(evaluation_module, "run_pass", counted)
+    at.select_slider(key="alpha").set_value(0.01).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert passes == []
+    ref = evaluate(ds, query_sample=300, seed=0, alpha=0.01).summary()["methods"]
+    iv = at.dataframe[1].value
+    row = iv[(iv["method"] == ds.methods[0]) & (iv["metric"] == "map")].iloc[0]
+    want = ref[ds.methods[0]]["intervals"]["map"]
+    assert (row["low"], row["high"]) == pytest.approx((want["low"], want["high"]), rel=1e-12)

@@ -83,3 +83,27 @@ def test_report_rejects_bad_options(tmp_path):
     for args in (["--format", "gif"], ["--alpha", "1.5"]):
         r = run_cli("report", p, "--out", tmp_path / "x", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_report_at_another_alpha_than_the_evaluation_gives_that_levels_query_sample_intervals(tmp_path):
+    """The level belongs to the accessor: an evaluation made at 0.05 with a query sample, reported
+    at 0.01, prints the 99 % intervals — the numbers an evaluation made at 0.01 gives directly."""
+    from analysis_core import evaluate, load_files
+    from analysis_core.report import build_report, write_report
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    at05 = evaluate(ds, query_sample=400, seed=2, alpha=0.05)
+    direct = evaluate(ds, query_sample=400, seed=2, alpha=0.01).summary()["methods"]
+    rep = build_report(at05, alpha=0.01, sweep_repeats=1)
+    main = rep.tables["summary"].set_index(["split", "method"])
+    for m, v in direct.items():
+        iv = v["intervals"]["map"]
+        assert main.loc[("all", m), "map_half_width"] == pytest.approx((iv["high"] - iv["low"]) / 2, rel=1e-12)
+        assert main.loc[("all", m), "unit"] == "query"
+    write_report(at05, rep, tmp_path / "rep", formats=())
+    written = json.loads((tmp_path / "rep" / "summary.json").read_text())["methods"]
+    for m, v in direct.items():
+        numbers = {k: x for k, x in v["intervals"]["map"].items() if isinstance(x, float)}
+        assert {k: written[m]["intervals"]["map"][k] for k in numbers} == pytest.approx(numbers, rel=1e-12)
+        assert written[m]["intervals"]["map"]["confidence"] == pytest.approx(0.99)
+    assert at05.summary()["methods"][m]["intervals"]["map"]["confidence"] == pytest.approx(0.95)  # unchanged

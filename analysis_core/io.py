@@ -734,7 +734,8 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
     if kind in ("npy", "npz", "zip", "gzip") or parquet or b"\x00" in data[:65536]:
         utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
         what = {"npy": "a NumPy .npy array", "npz": "a NumPy .npz archive"}.get(
-            kind or "", "a Parquet table" if parquet else "UTF-16 text (saved as 'Unicode')" if utf16 else "binary, not text")
+            kind or "",
+            "a Parquet table" if parquet else "UTF-16 text (saved as 'Unicode')" if utf16 else "binary, not text")
         raise _bad(name, f"the labels file is {what}, but its name ends in '{inp.suffix}', which is read as UTF-8 "
                    "text lines.", "give labels as .npy (numpy.save(path, y)), or as UTF-8 .txt or .csv (one label "
                    "per line), or store them as the 'labels' array of an .npz holding the embeddings.")

@@ -29,8 +29,9 @@ export-deps:
 	    || echo "warning: could not install$$missing; figure export (and its tests) need: apt-get install -y chromium fonts-liberation"; fi; \
 	else [ -x /usr/bin/chromium ] || echo "note: not root: figure export needs chromium; run as root: apt-get install -y chromium fonts-liberation"; fi
 
-# The tests also need pdflatex with booktabs (the LaTeX tables are compiled) and poppler-utils
-# (pdfinfo / pdffonts check the figures' page size and fonts).
+# The tests also need pdflatex with booktabs (the LaTeX tables are compiled), poppler-utils
+# (pdfinfo / pdffonts check the figures' page size and fonts) and R with car, lme4 and lmerTest (the
+# oracle of the ANOVA tables and the mixed models; those tests skip without it).
 system-deps: export-deps
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 	  if ! command -v pdflatex >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -38,6 +39,9 @@ system-deps: export-deps
 	    || echo "warning: could not install texlive; LaTeX tables are checked structurally only"; fi; \
 	  if ! command -v pdfinfo >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    poppler-utils >/dev/null || echo "warning: could not install poppler-utils; figure size tests skip"; fi; \
+	  if ! Rscript -e 'library(lmerTest); library(car)' >/dev/null 2>&1; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-base-core r-cran-car \
+	    r-cran-lme4 r-cran-lmertest >/dev/null || echo "warning: could not install R; the R oracle tests skip"; fi; \
 	else echo "note: not root: texlive and poppler-utils must already be installed, else those tests skip"; fi
 
 run: $(STAMP) export-deps

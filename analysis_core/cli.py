@@ -1,5 +1,5 @@
-"""Command line: ``analysis-core check|evaluate|report`` (also ``python -m analysis_core``; the
-README's "Command line").
+"""Command line: ``analysis-core check|evaluate|report`` (also ``python -m analysis_core``; see
+docs/user-guide.md, "Command line").
 
 Exit codes: 0 success, 2 bad input or usage or a missing optional extra (one-paragraph message
 with the fix, no traceback), 3 the Dask cluster could not finish (nothing written), 1 an internal

@@ -176,13 +176,17 @@ class Evaluation:
         u, c = np.unique(self.dataset.labels[self.rows[pos]], return_counts=True)
         return dict(zip(u.tolist(), c.tolist(), strict=True))
 
-    def method_summary(self, method: str) -> dict:
+    def method_summary(self, method: str, alpha: float | None = None) -> dict:
         """Means over the queries (exact), or with query sampling stratified estimates, their
-        intervals under ``intervals`` (same keys) and the pair statistics of the sampled queries.
-        Computed once per evaluation (pages and exports ask again); callers get a deep copy."""
-        if self._known(method) not in self._summaries:
-            self._summaries[method] = self._method_summary(method)
-        out = copy.deepcopy(self._summaries[method])
+        ``1 - alpha`` intervals under ``intervals`` (same keys; ``alpha`` defaults to the one
+        ``evaluate`` was given: the level belongs to the accessor, and no pass depends on it) and
+        the pair statistics of the sampled queries. Computed once per evaluation and level (pages
+        and exports ask again); callers get a deep copy."""
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        key = self._known(method) if alpha == self.alpha or self.query_sample is None else (method, alpha)
+        if key not in self._summaries:
+            self._summaries[key] = self._method_summary(method, alpha)
+        out = copy.deepcopy(self._summaries[key])
         if self.grouped and method in self.grouped:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
@@ -209,7 +213,7 @@ class Evaluation:
         object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
         return out
 
-    def _method_summary(self, method: str) -> dict:
+    def _method_summary(self, method: str, alpha: float) -> dict:
         r = self.results[method]
         keep = r.values[:, 0] > 0
         col = {c: r.values[keep, i] for i, c in enumerate(r.columns)}
@@ -226,7 +230,7 @@ class Evaluation:
             hits = {m.column for m in query_columns(self.ks) if m.kind == "hit"} | {"mixed_ties"}
 
             def mean(c: str, key: str) -> float:
-                iv = mean_interval(col[c], st, qs, self.alpha, c in hits)
+                iv = mean_interval(col[c], st, qs, alpha, c in hits)
                 intervals[key] = iv
                 return iv["estimate"]
         out: dict = {}
@@ -247,13 +251,13 @@ class Evaluation:
             },
         }
         if self.query_sample is not None and r.query_hist is not None:
-            self._pair_intervals(r, keep, st, out, intervals)
+            self._pair_intervals(r, keep, st, out, intervals, alpha)
         if intervals:
             out["intervals"] = intervals
         return out
 
-    def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray | None, out: dict,
-                        intervals: dict) -> None:
+    def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray | None, out: dict, intervals: dict,
+                        alpha: float) -> None:
         """Pair statistics from the sampled queries' own pairs, with intervals (query sampling)."""
         qs = self.query_sample
         assert qs is not None and st is not None and r.query_hist is not None and r.query_pair_sums is not None
@@ -261,20 +265,20 @@ class Evaluation:
         sums = r.query_pair_sums[keep]
         counts = h.sum(axis=2)
         for key, j in (("mean_pos_similarity", 1), ("mean_neg_similarity", 0)):
-            iv = ratio_interval(sums[:, j], counts[:, j], st, qs, self.alpha)
+            iv = ratio_interval(sums[:, j], counts[:, j], st, qs, alpha)
             intervals[key] = iv
             out[key] = iv["estimate"]
         nb = h.shape[2]
         iv = statistic_interval(lambda t: jensen_shannon(t[..., nb:], t[..., :nb]), h.reshape(h.shape[0], -1), st,
-                                qs, self.alpha)
+                                qs, alpha)
         intervals["jsd"] = iv
         out["jsd"] = iv["estimate"]
 
-    def summary(self) -> dict:
+    def summary(self, alpha: float | None = None) -> dict:
         """Alias of :meth:`to_dict` (the name the CLI, report and dashboard use)."""
-        return self.to_dict()
+        return self.to_dict(alpha)
 
-    def summary_frame(self):
+    def summary_frame(self, alpha: float | None = None):
         """The summary metrics as a DataFrame, one row per method (with a ``split`` column when
         one split was evaluated): ``map``, ``map_lower``, ``map_upper``, ``map_at_r``, ...,
         ``recall_at_<k>``, ``precision_at_<k>``, ``grouped_recall_at_<k>`` (with its interval as
@@ -285,12 +289,12 @@ class Evaluation:
         rows = []
         for m in self.results:
             row: dict[str, object] = {"method": m, **({"split": self.split} if self.split is not None else {})}
-            row.update(_flatten_summary(self.method_summary(m)))
+            row.update(_flatten_summary(self.method_summary(m, alpha)))
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def to_dict(self) -> dict:
-        """The ``summary.json`` document (layout in the README's "Command line"); keys are only ever added."""
+    def to_dict(self, alpha: float | None = None) -> dict:
+        """The ``summary.json`` document (layout in docs/user-guide.md, "Command line"); keys are only ever added."""
         ds = self.dataset
         labels = ds.labels[self.rows]
         dims = {m: int(ds.embeddings[m].shape[1]) for m in self.results}
@@ -310,7 +314,7 @@ class Evaluation:
                                      "pair_statistics": PAIR_METHOD_TEXT.format(reps=BOOTSTRAP_REPS)}}
                    if self.query_sample is not None else {}),
             },
-            "methods": {m: self.method_summary(m) for m in self.results},
+            "methods": {m: self.method_summary(m, alpha) for m in self.results},
             **({"provenance": self.provenance} if self.provenance is not None else {}),
         }
 

@@ -1,6 +1,6 @@
 """Loaders and validation: every input format becomes one :class:`Dataset`.
 
-Formats (the README's "Input files"):
+Formats (docs/user-guide.md, "Input files"):
 
 * ``.npz`` with ``embeddings`` (or several ``embeddings_<method>``), ``labels`` and optional
   ``split``, ``confidence``, ``role``, ``id`` arrays;

@@ -1,5 +1,5 @@
-"""Everything for a paper in one folder: the ``report`` command's work (the README's "Variability
-statistics and the `report` command").
+"""Everything for a paper in one folder: the ``report`` command's work (docs/user-guide.md,
+"The report command"; the statistics: docs/statistics-reference.md).
 
 ``DIR/summary.json``, ``DIR/per_query.csv``, ``DIR/tables/<name>.csv`` + ``.tex`` twins, and
 ``DIR/figures/<name>.<fmt>``. Statistics compare classes (one method) or method x class groups
@@ -55,6 +55,7 @@ class Report:
     split_evaluations: dict = field(default_factory=dict)
     latex: dict[str, str] = field(default_factory=dict)  # LaTeX-only tables: <name>.tex
     inference: dict = field(default_factory=dict)  # split (or "all") -> summary.json's "inference" block
+    alpha: float = 0.05  # the level of every interval and test in it
 
 
 MIN_SWEEP_CLASSES = 20  # below, sampled class counts span too short a range to show a trend
@@ -94,7 +95,7 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
     """:func:`build_report`; ``split_part``: one split's part of a ``by_split`` report, without
     what the whole report already holds for every split and would drop from the part (the
     split-aware tables and their figures: histograms, checkpoints, the main table)."""
-    rep = Report()
+    rep = Report(alpha=alpha)
     done: set[str] = set()
 
     def final() -> None:  # the figures made since the last call are final: hand them on
@@ -470,12 +471,12 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     ``provenance``: the block :func:`analysis_core.provenance.provenance` made for this run."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
-    summary = ev.summary()
+    summary = ev.summary(rep.alpha)
     if (ev.split or "all") in rep.inference:
         summary["inference"] = rep.inference[ev.split or "all"]
     if rep.split_evaluations:
-        summary["splits"] = {sp: e.summary() | ({"inference": rep.inference[sp]} if sp in rep.inference else {})
-                             for sp, e in rep.split_evaluations.items()}
+        summary["splits"] = {sp: e.summary(rep.alpha) | ({"inference": rep.inference[sp]} if sp in rep.inference
+                                                         else {}) for sp, e in rep.split_evaluations.items()}
     summary["warnings"] = rep.warnings
     if provenance is not None:
         summary["provenance"] = provenance

@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.time()
         rows += run(sc, args.replicates, args.alpha, args.truth)
         print(f"# {sc}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+        if args.out:  # each scenario as it ends: a long run keeps what it measured
+            pd.DataFrame(rows).to_csv(args.out, index=False)
     table = pd.DataFrame(rows)
     bound = stats.binom.ppf(0.975, args.replicates, args.alpha) / args.replicates
     with pd.option_context("display.width", 200, "display.max_rows", 500):

@@ -66,7 +66,7 @@ def sidebar() -> None:
             elif mode == "scheduler":
                 st.text_input("Scheduler address", "tcp://127.0.0.1:8786", key=state.COMPUTE_ADDRESS)
             st.caption("Results are identical in every mode. On one machine this process is fastest; a cluster "
-                       "pays off with several machines (see the README's cost model).")
+                       "pays off with several machines (see the cost model in docs/benchmarks.md).")
             st.number_input("Query sample (0 = every query)", 0, None, 0, 100, key=state.QUERY_SAMPLE,
                             help="Evaluate a stratified random sample of queries against the whole gallery; "
                                  "every mean gets an interval at the sidebar's significance level.")

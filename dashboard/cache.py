@@ -406,10 +406,11 @@ def compute(mode: str, workers: int, address: str):
 
 
 def _evaluation_key(token: Token) -> str:
-    """The key of the token's evaluation: without a query sample the seed and α do not enter the
-    pass, so one evaluation serves them all."""
+    """The key of the token's evaluation: α never enters the pass (the summary's intervals take it
+    at the accessor: ``Evaluation.summary(alpha)``), and without a query sample neither does the
+    seed, so one evaluation serves them all."""
     sampled = token.query_sample is not None
-    return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=token.alpha if sampled else 0.05).key
+    return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=0.05).key
 
 
 def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
@@ -420,7 +421,7 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
 
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
-                        query_sample=token.query_sample, seed=token.seed, alpha=token.alpha, compute=compute,
+                        query_sample=token.query_sample, seed=token.seed, alpha=0.05, compute=compute,
                         split=token.split, progress=progress, precision=token.precision)
 
     return STORE.result(key, run, group=token.data, label="Evaluating")

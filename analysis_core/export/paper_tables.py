@@ -229,7 +229,7 @@ def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | No
     ``headline``: registry names (``recall_at_k``: Recall at ``recall_k``)."""
     rows = []
     for split, ev in evals.items():
-        s = ev.summary()["methods"]
+        s = ev.summary(alpha)["methods"]  # with a query sample, the intervals at this level
         ks = list(ev.ks)
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
         reg = by_name(ev.ks)

@@ -141,7 +141,12 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     # what the two colours mean: legend entries without data
     for name, col in (("significant (Holm)", PALETTE[1]), ("not significant", PALETTE[7])):
         traces.append(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(color=col, size=8)))
-    fig = figure(traces, base_layout(title or "Paired per-query AP differences with t intervals",
+    if title is None:  # what the intervals generalise over, and over how many units
+        title = "AP differences with t intervals"
+        if "unit" in t.columns and len(t):
+            unit, n = str(t["unit"].iloc[0]), int(t["n_units"].max())
+            title += f" (unit: {unit}, {n:,} {'classes' if unit == 'class' else 'queries'})"
+    fig = figure(traces, base_layout(title,
                                      rows=len(t) * (1.5 if long else 1), label_chars=chars),
                  xaxis=dict(title="mean AP difference a − b"),
                  yaxis=dict(type="category", range=[-0.7, len(t) - 0.3]))

@@ -1,5 +1,5 @@
-"""Per-query ranking metrics from the tie blocks of one query's ranking (definitions: the README's
-"Retrieval protocol and metric definitions").
+"""Per-query ranking metrics from the tie blocks of one query's ranking (definitions: docs/metrics.md,
+"Ties and metric definitions").
 
 Every function takes the blocks that contain at least one positive, in descending score order:
 

@@ -126,7 +126,7 @@ def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05,
             "unit", "n_units"]
     class_ap = pd.DataFrame(class_rows, columns=["split", "family", "method", "step", "class", "mean_ap", "n"])
     tests = pd.DataFrame(tests, columns=cols)
-    tests["unit"] = tests["unit"].fillna(unit)  # rows without a test still say at which unit they would be
+    tests["unit"] = tests["unit"].astype(object).fillna(unit)  # rows without a test: the unit they would be at
     return CheckpointAnalysis(table, tests, class_ap, alpha)
 
 

@@ -161,6 +161,13 @@ def class_mixed_fit(df: pd.DataFrame, value: str = "ap") -> ClassMixedFit:
         return undefined("undefined: every value is the same; there is no variation to test.")
     mcode = pd.Categorical(d["meth"], categories=methods).codes.astype(np.int64)
     qcode = pd.factorize(pd.MultiIndex.from_arrays([d["cls"], d["qid"]]))[0]
+    spread = np.full(int(qcode.max()) + 1, -np.inf)
+    np.maximum.at(spread, qcode, y)
+    low = np.full(spread.size, np.inf)
+    np.minimum.at(low, qcode, y)
+    if float((spread - low).max()) == 0.0:  # the query-level model says the same
+        return undefined("undefined: the methods agree on every query (zero residual variance); no difference to "
+                         "test.")
     warn: list[str] = []
     active = _identifiable(ccode, mcode, qcode, len(methods))
     for k, name in enumerate(COMPONENTS):

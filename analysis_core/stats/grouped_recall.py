@@ -1,4 +1,4 @@
-"""Grouped Recall@K (M. Zhdanov and I. Karpukhin; see the README's references): classes are
+"""Grouped Recall@K (M. Zhdanov and I. Karpukhin; see docs/metrics.md, References): classes are
 partitioned at random (seeded) into groups of S; Recall@K is computed on each group's items only
 and averaged over groups: ``GR@K_S = (1/G) sum_g R@K(D_g)``. Each group is a retrieval problem
 with S classes whatever the dataset's size, so the value depends on S, not on the number of

@@ -23,8 +23,8 @@ unit (a fixed gallery, new queries) they hold it. The table is therefore labelle
 unit. A class-unit method row (the M x C table of class means, method against method x class, R's
 ``aov(mean ~ method + Error(class))``) was measured too: nearer its level but still above it (8.4 %
 at alpha 0.05 over 800 simulated null runs: the classes are each other's negatives, so one
-evaluation's realised noise shifts all classes of a method together); it is computed but not
-reported, since the method comparison at the class unit is the jackknife over classes
+evaluation's realised noise shifts all classes of a method together); it is not part of the
+table, since the method comparison at the class unit is the jackknife over classes
 (:mod:`.class_jackknife`), which holds its level. Class and method:class have no test at the class
 unit in one evaluation (one realisation per class: the class x method deviations are the error);
 replicate runs (the ``run`` unit) would give them one.
@@ -50,10 +50,8 @@ from .variability import clean_values
 
 BETWEEN, WITHIN = "query within class", "method x query"  # the ``error`` column: the stratum's residual
 RESID_BETWEEN, RESID_WITHIN = "Residual (between queries)", "Residual (within queries)"
-CLASS_UNIT, RESID_CLASS = "method (class unit)", "Residual (method x class means)"
-TERMS = ["class", RESID_BETWEEN, "method", "method:class", RESID_WITHIN, CLASS_UNIT, RESID_CLASS]
-ERRORS = [BETWEEN, "", WITHIN, WITHIN, "", "method x class", ""]
-UNITS = ["query"] * 5 + ["class"] * 2
+TERMS = ["class", RESID_BETWEEN, "method", "method:class", RESID_WITHIN]
+ERRORS = [BETWEEN, "", WITHIN, WITHIN, ""]
 COLUMNS = ["term", "sum_sq", "df", "F", "p_value", "error", "unit", "n_units", "note"]
 #: a residual sum of squares below ``n * (ZERO_ULPS * eps * max|y - mean|)**2`` is rounding, not
 #: variance (means of values that are equal, summed in another order, differ in the last bits)
@@ -93,10 +91,6 @@ def two_way_anova(df: pd.DataFrame, value: str = "ap", warn: list[str] | None = 
                     "query under every method; the mixed model uses them).")
     im, il, unit = (pd.factorize(a[keep], sort=True)[0] for a in (im, il, unit))
     out = _split_plot(y[keep], im, il, unit, n_m)
-    # the class-unit rows are computed (and checked against R) but not reported: measured under
-    # leave-one-out they reject 8.4 % of null runs at alpha 0.05; the class-unit method comparison
-    # is the jackknife over classes (:mod:`.class_jackknife`), which holds its level
-    out = out[~out["term"].isin([CLASS_UNIT, RESID_CLASS])].reset_index(drop=True)
     for r in out[out["note"].ne("")].itertuples():
         msg = f"two-way ANOVA {r.term}: {r.note}"
         if msg not in warn:
@@ -144,25 +138,19 @@ def _split_plot(y: np.ndarray, im: np.ndarray, ic: np.ndarray, iu: np.ndarray, n
         ss_within_cells = float((n_c * (mean_mc - mean_c) ** 2).sum())
         r_between = mean_q - mean_c[cls_u]
         r_within = yc - mean_q[iu] - mean_mc.ravel()[cell] + mean_c[ic]
-        # the class unit: the M x C table of class means, each class once (a randomized block design)
-        col = mean_mc.mean(axis=0)
-        row = mean_mc.mean(axis=1)
-        r_cls = mean_mc - row[:, None] - col[None, :] + col.mean()
         ss = np.array([m * float((n_c * (mean_c - grand) ** 2).sum()), m * float(r_between @ r_between),
-                       ss_method, max(ss_within_cells - ss_method, 0.0), float(r_within @ r_within),
-                       c * float(((row - row.mean()) ** 2).sum()), float((r_cls * r_cls).sum())])
-    dfs = np.array([c - 1, q - c, m - 1, (m - 1) * (c - 1), (m - 1) * (q - c), m - 1, (m - 1) * (c - 1)],
-                   np.float64)
+                       ss_method, max(ss_within_cells - ss_method, 0.0), float(r_within @ r_within)])
+    dfs = np.array([c - 1, q - c, m - 1, (m - 1) * (c - 1), (m - 1) * (q - c)], np.float64)
     notes = _undefined(ss, dfs, zero, m, c, q)
-    f = np.full(7, np.nan)
-    p = np.full(7, np.nan)
-    for i, res in ((0, 1), (2, 4), (3, 4), (5, 6)):
+    f = np.full(len(TERMS), np.nan)
+    p = np.full(len(TERMS), np.nan)
+    for i, res in ((0, 1), (2, 4), (3, 4)):
         if not notes[i]:
             f[i] = (ss[i] / dfs[i]) / (ss[res] / dfs[res])
             p[i] = float(stats.f.sf(f[i], dfs[i], dfs[res]))
     ss = np.where(dfs > 0, ss, np.nan)
     return pd.DataFrame({"term": TERMS, "sum_sq": ss, "df": dfs, "F": f, "p_value": p, "error": ERRORS,
-                         "unit": UNITS, "n_units": [q] * 5 + [c] * 2, "note": notes})
+                         "unit": "query", "n_units": q, "note": notes})
 
 
 def _undefined(ss: np.ndarray, dfs: np.ndarray, zero: float, m: int, c: int, q: int) -> list[str]:
@@ -171,19 +159,15 @@ def _undefined(ss: np.ndarray, dfs: np.ndarray, zero: float, m: int, c: int, q: 
         return ["undefined: no query was answered by every method."] * len(TERMS)
     notes = [""] * len(TERMS)
     need = {0: f"at least two classes ({c} class)", 2: f"at least two methods ({m} method)",
-            3: f"at least two methods and two classes ({m} method(s), {c} class(es))",
-            5: f"at least two methods ({m} method)"}
-    no_df = {1: "one query per class", 4: "one query per class", 6: "the class unit needs at least two classes"}
-    stratum = {1: "between queries", 4: "within queries", 6: "of the class means"}
+            3: f"at least two methods and two classes ({m} method(s), {c} class(es))"}
+    no_df = {1: "one query per class", 4: "one query per class"}
+    stratum = {1: "between queries", 4: "within queries"}
     nothing = {1: "every query has the same mean over the methods: no between-query variation to test.",
                4: "every query has the same value under every method (identical methods): no within-query "
-                  "variation to test.",
-               6: "the methods have the same mean in every class (e.g. identical methods): nothing to test at "
-                  "the class unit."}
+                  "variation to test."}
     zero_resid = {1: "the queries of each class have the same mean over the methods",
-                  4: "the methods differ by the same amount on every query of a class",
-                  6: "the methods differ by the same amount in every class"}
-    for i, res in ((0, 1), (2, 4), (3, 4), (5, 6)):
+                  4: "the methods differ by the same amount on every query of a class"}
+    for i, res in ((0, 1), (2, 4), (3, 4)):
         if dfs[i] <= 0:
             notes[i] = f"undefined: needs {need[i]}."
         elif dfs[res] <= 0:
@@ -192,7 +176,7 @@ def _undefined(ss: np.ndarray, dfs: np.ndarray, zero: float, m: int, c: int, q: 
             notes[i] = "undefined: " + nothing[res]
         elif ss[res] <= zero:
             notes[i] = f"undefined: zero residual {stratum[res]} ({zero_resid[res]}), so F divides by zero."
-    for res in (1, 4, 6):
+    for res in (1, 4):
         if dfs[res] <= 0:
             notes[res] = f"undefined: df 0 ({'one method' if m < 2 else no_df[res]})."
     return notes

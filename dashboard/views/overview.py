@@ -6,16 +6,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from analysis_core.export.paper_tables import summary_frame
 from analysis_core.metrics.registry import label, metric_table
 from dashboard import components
-from dashboard.views.common import alpha, current
+from dashboard.views.common import alpha, current, unit
 
 st.title("Retrieval evaluation")
 got = current()
 if got is not None:
     key, ev = got
     ds = ev.dataset
-    s = ev.summary()
+    s = ev.summary(alpha())  # with a query sample, the intervals at the sidebar's level
     d = s["dataset"]
     sizes = np.bincount(ds.label_codes)
     cols = st.columns(5)
@@ -47,10 +48,25 @@ if got is not None:
     st.dataframe(table.set_index("method").style.format("{:.4f}"), width="stretch")
     st.download_button("Summary (CSV)", table.to_csv(index=False).encode(), "summary.csv", "text/csv",
                        on_click="ignore")
+    if not d.get("query_sample") and len(frame):
+        u = unit()
+        with st.spinner("Intervals over classes (a jackknife: one pass per method and class)…"
+                        if u == "class" else "Intervals…"):
+            main = summary_frame({ev.split or "all": ev}, alpha(), unit=u)
+        n = int(main["n_units"].max()) if len(main) else 0
+        units = "classes" if u == "class" else "queries"
+        st.subheader(f"{100 * (1 - alpha()):g}% intervals — unit: {u} ({n:,} {units})")
+        st.caption("Each metric ± the half-width of its interval. " + (
+            "Over classes: what a new set of items of new classes would give (each class deleted from the queries "
+            "and the gallery in turn)." if u == "class" else
+            "Over queries: these models and this gallery only (queries that share a gallery are dependent)."))
+        halves = [c for c in main.columns if c.endswith("_half_width")]
+        shown_iv = main[["method"] + [c[: -len("_half_width")] for c in halves] + halves]
+        components.table(shown_iv, "summary_intervals", height=200)
     if d.get("query_sample"):
         qs = d["query_sample"]
         st.subheader(f"Intervals from the query sample ({qs['n']:,} of {qs['of']:,} queries, seed {qs['seed']})")
-        st.caption(f"{100 * (1 - ev.alpha):g}% intervals: {qs['method']}. Above, the estimates; "
+        st.caption(f"{100 * (1 - alpha()):g}% intervals: {qs['method']}. Above, the estimates; "
                    f"{qs['pair_statistics']}.")
         iv = pd.DataFrame([{"method": m, "metric": name, **x} for m, v in s["methods"].items()
                            for name, x in v["intervals"].items()])

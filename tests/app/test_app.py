@@ -258,3 +258,58 @@ def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_need
     assert any(b.shape == ref.shape and b.equals(ref) for b in shown)
     wide = pr_bands(ev, alpha=0.05, kind="bootstrap", n_recall=n_recall, classes=["all"])
     assert ((ref["high"] - ref["low"]) > (wide["high"] - wide["low"])).all()
+
+
+def test_statistics_and_overview_name_the_unit_and_follow_the_sidebar():
+    """The default unit is the class: the Statistics page's method comparisons are the core's
+    jackknife over classes, headed with the unit and its count; switching the sidebar to the query
+    unit gives the per-query tests, and the Overview's intervals follow."""
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    at = _open("digits", "views/statistics.py")
+    assert not at.exception
+    heads = [h.value for h in at.subheader]
+    assert any("unit: class (10 units)" in h for h in heads), heads
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    methods = ev.methods[:2]
+    ap = ap_frame(ev, methods)
+    want = analyse(ap, 0.05, metrics=metric_frame(ev, methods), jackknife=ev.class_jackknife()).paired
+    shown = next(d.value for d in at.dataframe if "p_holm" in d.value.columns and "unit" in d.value.columns)
+    np.testing.assert_allclose(shown["mean_diff"].to_numpy(), want["mean_diff"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(shown["ci_low"].to_numpy(), want["ci_low"].to_numpy(), rtol=1e-12)
+    assert (shown["unit"] == "class").all()
+    at.radio(key="unit").set_value("query").run()
+    assert not at.exception
+    assert any("unit: query (1,797 units)" in h.value for h in at.subheader)
+    ov = _open("digits")
+    assert any("unit: class (10 classes)" in h.value for h in ov.subheader)
+
+
+def test_moving_alpha_with_a_query_sample_runs_no_pass_and_shows_that_levels_intervals(monkeypatch):
+    """α enters no pass: with a query sample, moving the α slider recomputes no evaluation, and the
+    Overview's sample intervals are those of an evaluation made at that level."""
+    import analysis_core.engine.core as engine_core
+    import analysis_core.evaluation as evaluation_module
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    at = _open("digits")
+    at.number_input(key="query_sample").set_value(300).run()
+    assert not at.exception, [e.value for e in at.exception]
+    passes: list[int] = []
+    original = engine_core.run_pass
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine_core, "run_pass", counted)
+    monkeypatch.setattr(evaluation_module, "run_pass", counted)
+    at.select_slider(key="alpha").set_value(0.01).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert passes == []
+    ref = evaluate(ds, query_sample=300, seed=0, alpha=0.01).summary()["methods"]
+    iv = at.dataframe[1].value
+    row = iv[(iv["method"] == ds.methods[0]) & (iv["metric"] == "map")].iloc[0]
+    want = ref[ds.methods[0]]["intervals"]["map"]
+    assert (row["low"], row["high"]) == pytest.approx((want["low"], want["high"]), rel=1e-12)

@@ -3,8 +3,11 @@ explicit sorting, and exhaustive enumeration of the arrangements of tied items."
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import shutil
+import subprocess
 
 import numpy as np
 
@@ -87,3 +90,11 @@ def leave_one_out_rows(S: np.ndarray, labels: np.ndarray):
         rel = labels[mask] == labels[i]
         if rel.any():
             yield i, S[i, mask], rel
+
+
+@functools.cache
+def r_has(package: str) -> bool:
+    """Whether Rscript is installed and loads ``package`` (R is an oracle, not a dependency)."""
+    if shutil.which("Rscript") is None:
+        return False
+    return subprocess.run(["Rscript", "-e", f"library({package})"], capture_output=True).returncode == 0

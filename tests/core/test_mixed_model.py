@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import math
-import shutil
 import subprocess
 import warnings
 
@@ -18,6 +17,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from analysis_core.stats.mixed_model import _QueryInterceptREML, mixed_model
+
+from .oracle import r_has
 
 
 @st.composite
@@ -130,12 +131,6 @@ def test_complete_balanced_designs_give_the_anova_closed_form(df):
     assert res.converged and (s2_query == 0.0) == any("boundary" in w for w in res.warnings)
 
 
-def _lme4_available() -> bool:
-    if shutil.which("Rscript") is None:
-        return False
-    return subprocess.run(["Rscript", "-e", "library(lme4)"], capture_output=True).returncode == 0
-
-
 LME4 = """
 suppressMessages(library(lme4))
 d <- read.csv(file("stdin"))
@@ -146,7 +141,7 @@ cat(sprintf("%.17g", c(fixef(fit), as.vector(as.matrix(vcov(fit))), vc, REMLcrit
 """
 
 
-@pytest.mark.skipif(not _lme4_available(), reason="Rscript with lme4 missing (apt-get install r-base-core r-cran-lme4)")
+@pytest.mark.skipif(not r_has("lme4"), reason="Rscript with lme4 missing (apt-get install r-base-core r-cran-lme4)")
 @pytest.mark.parametrize("ratio", [1.0, 0.0])
 def test_lme4_lmer_agrees_on_an_incomplete_design(ratio):
     """lme4's ``lmer(ap ~ method + (1 | query), REML = TRUE)``: fixef, vcov, VarCorr and the REML

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,7 +61,8 @@ def test_latex_tables_are_booktabs_and_compile(report_dir, tmp_path):
         assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1
         assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
         header = tex.split(r"\toprule")[1].split(r"\midrule")[0]
-        n_cols = len(tex.split(r"\begin{tabular}{")[1].split("}")[0])
+        spec = tex.split(r"\begin{tabular}{")[1].split("\n")[0][:-1]  # "lp{110pt}rr"
+        n_cols = len(re.findall(r"p\{[^}]*\}|[lrc]", spec))
         assert header.count("&") == n_cols - 1
         for line in tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines():
             assert line.count(" & ") == n_cols - 1 and line.endswith(r"\\")
@@ -81,3 +83,27 @@ def test_report_rejects_bad_options(tmp_path):
     for args in (["--format", "gif"], ["--alpha", "1.5"]):
         r = run_cli("report", p, "--out", tmp_path / "x", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_report_at_another_alpha_than_the_evaluation_gives_that_levels_query_sample_intervals(tmp_path):
+    """The level belongs to the accessor: an evaluation made at 0.05 with a query sample, reported
+    at 0.01, prints the 99 % intervals — the numbers an evaluation made at 0.01 gives directly."""
+    from analysis_core import evaluate, load_files
+    from analysis_core.report import build_report, write_report
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    at05 = evaluate(ds, query_sample=400, seed=2, alpha=0.05)
+    direct = evaluate(ds, query_sample=400, seed=2, alpha=0.01).summary()["methods"]
+    rep = build_report(at05, alpha=0.01, sweep_repeats=1)
+    main = rep.tables["summary"].set_index(["split", "method"])
+    for m, v in direct.items():
+        iv = v["intervals"]["map"]
+        assert main.loc[("all", m), "map_half_width"] == pytest.approx((iv["high"] - iv["low"]) / 2, rel=1e-12)
+        assert main.loc[("all", m), "unit"] == "query"
+    write_report(at05, rep, tmp_path / "rep", formats=())
+    written = json.loads((tmp_path / "rep" / "summary.json").read_text())["methods"]
+    for m, v in direct.items():
+        numbers = {k: x for k, x in v["intervals"]["map"].items() if isinstance(x, float)}
+        assert {k: written[m]["intervals"]["map"][k] for k in numbers} == pytest.approx(numbers, rel=1e-12)
+        assert written[m]["intervals"]["map"]["confidence"] == pytest.approx(0.99)
+    assert at05.summary()["methods"][m]["intervals"]["map"]["confidence"] == pytest.approx(0.95)  # unchanged

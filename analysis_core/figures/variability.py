@@ -144,10 +144,9 @@ def paired_differences_figure(paired: pd.DataFrame, title: str | None = None) ->
     if title is None:  # what the intervals generalise over, and over how many units
         title = "AP differences with t intervals"
         if "unit" in t.columns and len(t):
-            unit, n = str(t["unit"].iloc[0]), int(t["n_units"].max())
-            title += f" (unit: {unit}, {n:,} {'classes' if unit == 'class' else 'queries'})"
+            title += f" over {int(t['n_units'].max()):,} {'classes' if t['unit'].iloc[0] == 'class' else 'queries'}"
     fig = figure(traces, base_layout(title,
                                      rows=len(t) * (1.5 if long else 1), label_chars=chars),
                  xaxis=dict(title="mean AP difference a − b"),
-                 yaxis=dict(type="category", range=[-0.7, len(t) - 0.3]))
+                 yaxis=dict(type="category", range=[-0.7, len(t) - 0.3], dtick=1))  # every pair labelled
     return fig.add_vline(x=0, line=dict(color="#888", dash="dot"))

@@ -392,7 +392,7 @@ def test_the_class_count_summary_is_computed_once_with_its_pass_whatever_the_gro
 
     calls: list[str] = []
     original = Evaluation._method_summary
-    monkeypatch.setattr(Evaluation, "_method_summary", lambda self, m: calls.append(m) or original(self, m))
+    monkeypatch.setattr(Evaluation, "_method_summary", lambda self, m, a: calls.append(m) or original(self, m, a))
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
     tok = cache.Token(data="digits-summary-once", similarity="cosine", ks=(1,), n_recall=11, query_sample=None,
                       seed=0, alpha=0.05)

@@ -602,3 +602,19 @@ def test_angle_brackets_and_bars_print_as_themselves(tmp_path):
                           check=True).stdout
     assert "<b>model</b> | cat" in text and "a>b | c<d" in text and "names with < > |" in text, text
     assert "¡" not in text and "¿" not in text
+
+
+@pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is missing (make test installs it as root)")
+def test_paired_differences_figure_labels_every_pair_at_column_width():
+    """Plotly thins category tick labels that it thinks crowd each other: at single-column width
+    the middle of three pairs lost its label. The rendered SVG must name every pair."""
+    from analysis_core.figures.variability import paired_differences_figure
+
+    pairs = pd.DataFrame({"method_a": ["lda9", "lda9", "pca16"], "method_b": ["pca16", "pixels", "pixels"],
+                          "mean_diff": [0.197, 0.224, 0.026], "ci_low": [0.12, 0.14, 0.02],
+                          "ci_high": [0.27, 0.30, 0.03], "p_holm": [0.001, 0.001, 0.001], "reject": True,
+                          "unit": "class", "n_units": 10})
+    svg = figure_bytes(paired_differences_figure(pairs), "svg", FigureStyle.preset("single")).decode()
+    for a, b in zip(pairs["method_a"], pairs["method_b"], strict=True):
+        assert f"{a} − {b}" in svg, (a, b)
+    assert "over 10 classes" in svg

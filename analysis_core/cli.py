@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors: exit 2 with one clear line
+    def error(self, message: str) -> NoReturn:  # usage errors: exit 2 with one clear line
         self.print_usage(sys.stderr)
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(2)

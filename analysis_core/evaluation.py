@@ -235,6 +235,7 @@ class Evaluation:
                 return iv["estimate"]
         out: dict = {}
         for metric in query_columns(self.ks):
+            assert metric.column is not None  # query_columns: the metrics with a per-query column
             value = mean(metric.column, metric.name)
             for key in metric.keys:
                 put_key(out, key, value)
@@ -255,10 +256,11 @@ class Evaluation:
             out["intervals"] = intervals
         return out
 
-    def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray, out: dict, intervals: dict,
+    def _pair_intervals(self, r: PassResult, keep: np.ndarray, st: np.ndarray | None, out: dict, intervals: dict,
                         alpha: float) -> None:
         """Pair statistics from the sampled queries' own pairs, with intervals (query sampling)."""
         qs = self.query_sample
+        assert qs is not None and st is not None and r.query_hist is not None and r.query_pair_sums is not None
         h = r.query_hist[keep].astype(np.float64)  # (n, 2, bins): [negative, positive]
         sums = r.query_pair_sums[keep]
         counts = h.sum(axis=2)
@@ -286,7 +288,7 @@ class Evaluation:
 
         rows = []
         for m in self.results:
-            row = {"method": m, **({"split": self.split} if self.split is not None else {})}
+            row: dict[str, object] = {"method": m, **({"split": self.split} if self.split is not None else {})}
             row.update(_flatten_summary(self.method_summary(m, alpha)))
             rows.append(row)
         return pd.DataFrame(rows)

@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -282,7 +282,7 @@ def _nonfinite(a: np.ndarray, chunk_bytes: int = 64 << 20) -> tuple[np.ndarray, 
     """(rows holding NaN/inf, first bad row, its first bad column), checked in row chunks so a
     memory-mapped file is never materialised whole; rows empty when all is finite."""
     step = max(1, chunk_bytes // max(1, a.shape[1] * a.itemsize))
-    bad_rows = []
+    bad_rows: list[np.ndarray] = []
     first = (-1, -1)
     for i in range(0, a.shape[0], step):
         ok = np.isfinite(a[i:i + step])
@@ -349,7 +349,7 @@ def _check_one_label_type(values, source: str) -> None:
                        "give every label the same type: all int or all str.")
 
 
-def _check_labels(labels: np.ndarray, n: int, source: str) -> np.ndarray:
+def _check_labels(labels: np.ndarray, n: int | None, source: str) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.dtype == object:
         missing = np.fromiter((_is_missing(v) for v in labels.ravel()), bool, labels.size)
@@ -384,7 +384,7 @@ def _check_labels(labels: np.ndarray, n: int, source: str) -> np.ndarray:
     return labels
 
 
-def _check_optional(name: str, values: np.ndarray, n: int, source: str) -> np.ndarray:
+def _check_optional(name: str, values: np.ndarray, n: int | None, source: str) -> np.ndarray:
     values = np.asarray(values)
     if values.dtype == object:
         values = values.astype(str)
@@ -487,11 +487,11 @@ class _Input:
     def __init__(self, name: str, data: bytes | Path) -> None:
         self.name = name
         self.path = data if isinstance(data, Path) else None
-        self.data = None if isinstance(data, Path) else data
-        self.size = self.path.stat().st_size if self.path is not None else len(data)
+        self.data = b"" if isinstance(data, Path) else data  # on disk: read through open() / read()
+        self.size = data.stat().st_size if isinstance(data, Path) else len(data)
         self.suffix = Path(name).suffix.lower()
 
-    def open(self) -> io.BufferedIOBase:
+    def open(self) -> BinaryIO:
         return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data)
 
     def read(self) -> bytes:
@@ -630,7 +630,7 @@ def _read_npy(inp: _Input, what: str, max_bytes: int | None) -> np.ndarray:
     limit = None if on_disk else (default_max_bytes() if max_bytes is None else max_bytes)
     _check_declared(inp.name, what, shape, dtype, inp.size - offset, limit)
     try:
-        if on_disk:
+        if inp.path is not None:
             return np.load(inp.path, mmap_mode="r", allow_pickle=False)
         return np.load(io.BytesIO(inp.data), allow_pickle=False)
     except (ValueError, EOFError, OSError) as exc:
@@ -676,7 +676,7 @@ def _read_npz(inp: _Input, method: str | None, max_bytes: int | None) -> tuple[d
                        "re-save the file with numpy.savez and load it again.") from exc
     embs = {((method or Path(name).stem) if k == "embeddings" else k[len("embeddings_"):]): arrays[k]
             for k in emb_keys}
-    cols = {c: arrays[c] for c in ("labels", *OPTIONAL_COLUMNS) if c in arrays}
+    cols: dict[str, object] = {c: arrays[c] for c in ("labels", *OPTIONAL_COLUMNS) if c in arrays}
     own = {k[len("confidence_"):]: arrays[k] for k in conf_keys}
     unknown = sorted(set(own) - set(embs))
     if unknown:
@@ -734,7 +734,8 @@ def _read_labels_file(inp: _Input, n: int | None, notes: list[str]) -> np.ndarra
     if kind in ("npy", "npz", "zip", "gzip") or parquet or b"\x00" in data[:65536]:
         utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
         what = {"npy": "a NumPy .npy array", "npz": "a NumPy .npz archive"}.get(
-            kind, "a Parquet table" if parquet else "UTF-16 text (saved as 'Unicode')" if utf16 else "binary, not text")
+            kind or "",
+            "a Parquet table" if parquet else "UTF-16 text (saved as 'Unicode')" if utf16 else "binary, not text")
         raise _bad(name, f"the labels file is {what}, but its name ends in '{inp.suffix}', which is read as UTF-8 "
                    "text lines.", "give labels as .npy (numpy.save(path, y)), or as UTF-8 .txt or .csv (one label "
                    "per line), or store them as the 'labels' array of an .npz holding the embeddings.")
@@ -1011,7 +1012,8 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
     return dataset_from_parts(parts, notes=list(dict.fromkeys(notes)))
 
 
-def load_files(paths: str | Path | Sequence[str | Path], *, labels: str | Path | None = None,
+def load_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+               labels: str | os.PathLike[str] | None = None,
                names: Sequence[str] | None = None, feature_prefix: str | None = None,
                max_bytes: int | None = None) -> Dataset:
     """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array).
@@ -1020,7 +1022,7 @@ def load_files(paths: str | Path | Sequence[str | Path], *, labels: str | Path |
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
 
-    def checked(p: str | Path) -> tuple[str, Path]:
+    def checked(p: str | os.PathLike[str]) -> tuple[str, Path]:
         p = Path(p)
         if not p.exists():
             raise _bad(str(p), "no such file.", "check the path.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
+from typing import Literal, overload
 
 from .errors import InputError
 
@@ -22,6 +23,10 @@ def check_alpha(alpha, name: str = "alpha") -> float:
     return float(alpha)
 
 
+@overload
+def check_int(value, name: str, minimum: int, *, none: Literal[False] = False, maximum: int = _INT64_MAX) -> int: ...
+@overload
+def check_int(value, name: str, minimum: int, *, none: bool, maximum: int = _INT64_MAX) -> int | None: ...
 def check_int(value, name: str, minimum: int, *, none: bool = False, maximum: int = _INT64_MAX) -> int | None:
     """A whole number in [minimum, maximum] (an integral float such as 4.0 is taken as 4; 2.5,
     text and booleans are refused); ``None`` passes when ``none``."""
@@ -31,7 +36,7 @@ def check_int(value, name: str, minimum: int, *, none: bool = False, maximum: in
         ok = True  # exact, however large (a float test fails beyond 2^53)
     else:
         ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value)) \
-            and float(value) == int(value)
+            and float(value) == math.trunc(value)  # int() of a Real: its __trunc__
     if not ok or not minimum <= int(value) <= maximum:
         bound = f"from {minimum} to {maximum}" if maximum < _INT64_MAX or (ok and int(value) > maximum) \
             else f"of at least {minimum}"

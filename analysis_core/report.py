@@ -99,7 +99,9 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
     done: set[str] = set()
 
     def final() -> None:  # the figures made since the last call are final: hand them on
-        for name in [n for n in rep.figures if n not in done] if on_figure is not None else ():
+        if on_figure is None:
+            return
+        for name in [n for n in rep.figures if n not in done]:
             done.add(name)
             on_figure(name, rep.figures[name])
 
@@ -251,8 +253,8 @@ def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float) -> dict:
     for split, part in frame.groupby("split", sort=False):
         unit = str(part["unit"].iloc[0])
         ev = evals[split]
-        block = {"unit": unit, "n_units": int(part["n_units"].max()), "level": 1 - alpha,
-                 "generalises_to": UNITS[unit], "intervals": {}}
+        block: dict = {"unit": unit, "n_units": int(part["n_units"].max()), "level": 1 - alpha,
+                       "generalises_to": UNITS[unit], "intervals": {}}
         if unit == "class":
             jk = ev.class_jackknife()
             block["test"] = "jackknife t over classes (G - 1 df)"
@@ -285,7 +287,7 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
         ev = evals.get(split)
         testable = [q for q in asked if ev is not None and q[1] != "jsd"]
         out.update({q: None for q in asked if q not in testable})
-        if not testable:
+        if not testable or ev is None:  # no evaluation: nothing testable
             continue
         if unit == "class":
             jk = ev.class_jackknife(seed=seed)

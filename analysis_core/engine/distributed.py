@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from threadpoolctl import threadpool_info
@@ -39,6 +40,9 @@ from .results import BlockResult, PassResult, assemble
 from .setup import Setup
 from .tasks import block_metrics, block_pair_counts, block_thresholds, pair_part, pair_summary
 from .tiles import TILE, Tiles
+
+if TYPE_CHECKING:  # the scale extra
+    from distributed import Client, LocalCluster
 
 
 def fingerprint() -> dict:
@@ -122,8 +126,8 @@ class DaskCompute:
     no_worker_timeout: float = 60.0
     connect_timeout: float = 10.0
     notes: list[str] = field(default_factory=list)
-    _client: object = None
-    _cluster: object = None
+    _client: Client | None = None
+    _cluster: LocalCluster | None = None
 
     def __post_init__(self) -> None:
         if (self.workers is None) == (self.scheduler is None):
@@ -170,6 +174,7 @@ class DaskCompute:
         self._client = self._cluster = None
 
     def n_workers(self) -> int:
+        assert self._client is not None, "start() first"
         return len(self._client.scheduler_info().get("workers", {}))
 
     def _wait_for_workers(self) -> int:
@@ -183,6 +188,7 @@ class DaskCompute:
 
     def _check_workers(self) -> None:
         self._wait_for_workers()
+        assert self._client is not None
         try:
             prints = self._client.run(fingerprint)
         except Exception as exc:  # noqa: BLE001 - e.g. the workers' Python lacks this package
@@ -205,6 +211,7 @@ class DaskCompute:
         """Run the pass as a task graph on the cluster and merge the results exactly."""
         self.start()
         client = self._client
+        assert client is not None
         n_workers = self._wait_for_workers()
         # B blocks give B (B + 1) / 2 block pairs: about tasks_per_worker of them per worker
         n_blocks = max(1, math.ceil((math.sqrt(1 + 8 * self.tasks_per_worker * n_workers) - 1) / 2))
@@ -233,7 +240,7 @@ class DaskCompute:
                 finals.append(submit(pair_summary, f, name=f"summary-{a}-{b}"))
         finals += [submit(block_metrics, shared, th[a], *parts[a], name=f"metrics-{a}") for a in th]
         watched = pair_futures + finals
-        results = {}
+        results: dict[int, BlockResult | tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # block_metrics, pair_summary
         released: set[int] = set()
         no_worker_since = None
         stage = f"block pairs on the {self.label}"
@@ -277,16 +284,16 @@ class DaskCompute:
             for f in watched + list(th.values()) + [p for ps in parts.values() for p in ps]:
                 f.cancel()
             shared.release()
-        blocks = []
+        block_results: list[BlockResult] = []
         for r in results.values():
             if isinstance(r, BlockResult):
-                blocks.append(r)
+                block_results.append(r)
             else:
                 hist, keys, sums = r
                 pq = setup.per_query_pairs
-                blocks.append(BlockResult(
+                block_results.append(BlockResult(
                     c0=0, c1=0, chunk_q=np.zeros(0, np.int64), values=np.zeros((0, len(setup.columns))),
                     curves=np.zeros((0, setup.n_recall)), hist=hist, tile_keys=keys, tile_sums=sums,
                     qhist=np.zeros((0, 2, setup.n_bins), np.int64) if pq else None,
                     qsum=np.zeros((0, 2), np.int64) if pq else None))
-        return assemble(setup, blocks)
+        return assemble(setup, block_results)

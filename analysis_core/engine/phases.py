@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -77,7 +79,7 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
         with fill_lock:
             collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
                                       setup.is_query, setup.is_gallery, slot, toff, fill, thr)
-            if keep:
+            if keep and kept is not None:  # keep implies kept
                 kept[ij] = S
 
     workers.run([[p] for p in pos_tiles], collect, "positives")
@@ -98,16 +100,16 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     slot = np.full(setup.n, -1, np.int64)
     qmin = np.full(setup.n, np.inf, setup.dtype)  # +inf: not a query of these blocks, never ranked
     uvals = np.concatenate([t.uvals for t in ths]) if ths else np.zeros(0, setup.dtype)
-    uoff = [np.zeros(1, np.int64)]
+    uoff_parts = [np.zeros(1, np.int64)]
     nq = noff = 0
     for t in ths:
         slot[setup.query_positions[t.chunk_q]] = nq + np.arange(t.chunk_q.size)
         has = t.uoff[1:] > t.uoff[:-1]
         qmin[setup.query_positions[t.chunk_q[has]]] = t.uvals[t.uoff[:-1][has]]
-        uoff.append(t.uoff[1:] + noff)
+        uoff_parts.append(t.uoff[1:] + noff)
         nq += t.chunk_q.size
         noff += t.uvals.size
-    uoff = np.concatenate(uoff)
+    uoff = np.concatenate(uoff_parts)
     uslot = slot[first]
     uqmin = qmin[first]
     acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
@@ -162,16 +164,21 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     for i, j in pair_tiles:
         tasks.setdefault(i // rows_per_task, []).append((i, j))
     workers.run(list(tasks.values()), count, "pairs")
-    gt = sum(a[0] for a in acc)
-    eq = sum(a[1] for a in acc)
-    qh = sum(a[0] for a in qacc) if setup.per_query_pairs else None
-    qs = sum(a[1] for a in qacc) if setup.per_query_pairs else None
+    gt = _total(a[0] for a in acc)
+    eq = _total(a[1] for a in acc)
+    qh = _total(a[0] for a in qacc) if setup.per_query_pairs else None
+    qs = _total(a[1] for a in qacc) if setup.per_query_pairs else None
     out, q0, v0 = [], 0, 0
     for t in ths:
         q1, v1 = q0 + t.chunk_q.size, v0 + t.uvals.size
         out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
         q0, v0 = q1, v1
-    return out, sum(a[2] for a in acc).sum(axis=1), tile_sums
+    return out, _total(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def _total(arrays: Iterable[np.ndarray]) -> np.ndarray:
+    """The elementwise sum of the per-thread accumulators (there is one per worker, at least one)."""
+    return cast(np.ndarray, sum(arrays))  # sum() of no arrays would be 0: never here
 
 
 def one_direction_tile(setup: Setup, i: int, j: int) -> bool:

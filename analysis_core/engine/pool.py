@@ -46,6 +46,7 @@ def single_threaded_blas():
             _BLAS_USERS -= 1
             if _BLAS_USERS == 0:
                 _take_blas_control()
+                assert _BLAS_LIMIT is not None  # set by the first user
                 _BLAS_LIMIT.restore_original_limits()
                 _take_blas_control()
                 _BLAS_LIMIT = None

@@ -3,6 +3,8 @@ per-query metric evaluated on them (definitions in :mod:`analysis_core.metrics.t
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from numba import njit
 
@@ -110,6 +112,7 @@ def metric_plan(ks, hit_rates_only: bool = False) -> tuple[tuple[str, ...], np.n
     if hit_rates_only:
         metrics = [m for m in metrics if m.kernel == "expected_hit_at"]
     code = {"all": CUT_ALL, "R": CUT_R}
-    kernels = np.array([KERNEL_IDS[m.kernel] for m in metrics], np.int64)
+    # every per-query metric has a kernel and a column (query_columns)
+    kernels = np.array([KERNEL_IDS[cast(str, m.kernel)] for m in metrics], np.int64)
     cutoffs = np.array([m.k if m.cutoff == "k" else code[m.cutoff] for m in metrics], np.int64)
-    return LEADING + tuple(m.column for m in metrics) + TRAILING, kernels, cutoffs
+    return LEADING + tuple(cast(str, m.column) for m in metrics) + TRAILING, kernels, cutoffs

@@ -91,6 +91,7 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
         values[b.chunk_q] = b.values
         curves[b.chunk_q] = b.curves
         if setup.per_query_pairs:
+            assert qhist is not None and qsum is not None and b.qhist is not None and b.qsum is not None
             qhist[b.chunk_q] = b.qhist
             qsum[b.chunk_q] = b.qsum
         seen[b.chunk_q] += 1

@@ -17,6 +17,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -140,8 +141,9 @@ def _kaleido_class():
     size are replaced by the next render: PDF and PNG bytes are the same, SVG up to plotly's
     random ids and the order of two attributes (tested)."""
     (kaleido, _) = require("export")
+    base: Any = kaleido.Kaleido  # kaleido ships no types
 
-    class _Kaleido(kaleido.Kaleido):
+    class _Kaleido(base):
         _renders = 0
 
         async def _return_kaleido_tab(self, tab) -> None:
@@ -161,7 +163,7 @@ class _Renderer:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._kaleido = None
+        self._kaleido: Any = None  # a kaleido.Kaleido once open
 
     def _open(self) -> None:
         require_chromium()
@@ -192,6 +194,7 @@ class _Renderer:
         rendered on the first free page, while the caller goes on."""
         if self._kaleido is None:
             self._open()
+        assert self._loop is not None  # open
         return asyncio.run_coroutine_threadsafe(self._kaleido.calc_fig(fig, opts=opts), self._loop)
 
     def render_many(self, items: list[tuple[dict, dict]]) -> list[bytes]:
@@ -285,7 +288,7 @@ def figures_bytes(items: list[tuple[go.Figure, str]], style: FigureStyle | None 
     if bad:
         raise ValueError(f"format must be one of {FORMATS}, not {bad[0]!r}")
     style = style or FigureStyle()
-    pages = {}  # a figure's page is the same in every format
+    pages: dict[int, dict] = {}  # a figure's page is the same in every format
     jobs = []
     for fig, fmt in items:
         page = pages.get(id(fig)) or pages.setdefault(id(fig), _page(fig, style))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,9 @@ from ..metrics.registry import by_name, get_key
 from ..metrics.registry import label as metric_label
 from .number_format import format_value
 from .tables import TexCell, to_latex
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
 
 TOP_PAIRS = 20  # significant pairs shown in the compact post-hoc tables
 N_CLASSES = 5  # hardest and easiest classes in classes.tex
@@ -164,7 +168,7 @@ def classes_latex(classes: pd.DataFrame, n: int = N_CLASSES, caption: str | None
     return to_latex(out, caption=cap, label="tab:classes")
 
 
-COMPACT: dict[str, Callable[[pd.DataFrame, str], str]] = {
+COMPACT: dict[str, Callable[[pd.DataFrame, str, str], str]] = {
     "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
     "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
     "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df), "two_way_anova": _two_way,
@@ -215,7 +219,7 @@ def _t_half(values: np.ndarray, alpha: float) -> float:
     return float(t_quantile(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
-def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None = None,
+def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | None = None,
                   headline: tuple[str, ...] = HEADLINE, unit: str = "query") -> pd.DataFrame:
     """One row per (split, method): each headline metric and the half-width of its 1 - alpha
     interval (the query sample's interval when there is one, else Student t over the queries;
@@ -238,8 +242,8 @@ def summary_frame(evals: dict[str, object], alpha: float, recall_k: int | None =
         for m in ev.methods:
             v, pq = s[m], ev.per_query_columns(m)  # the columns as arrays: no frame needed
             if "n_positives" in pq:
-                scored = pq["n_positives"] > 0
-                pq = {c: a[scored] for c, a in pq.items()}
+                has_pos = pq["n_positives"] > 0
+                pq = {c: a[has_pos] for c, a in pq.items()}
             iv = v.get("intervals") or {}
             scored = int(np.sum(np.isfinite(np.asarray(pq.get("ap", []), float))))
             row = {"split": split, "method": m,

@@ -105,7 +105,8 @@ def tex_escape(text: str) -> str:
         elif ord(ch) < 128:
             out.append(ch)
         else:
-            base, *marks = unicodedata.normalize("NFD", ch)
+            nfd = unicodedata.normalize("NFD", ch)
+            base, marks = nfd[0], list(nfd[1:])
             if ord(base) < 128 and base.isalpha() and marks and all(m in _TEX_ACCENTS for m in marks):
                 above = any(m not in ("\u0323", "\u0327") for m in marks)  # dot below and cedilla keep the dot
                 word = {"i": "\\i", "j": "\\j"}.get(base, base) if above else base  # dotless under an accent above
@@ -219,8 +220,8 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     notes = [note] if note else []
     if len(rows) < len(df):
         notes.append(f"First {len(rows)} of {len(df)} rows; the CSV file holds every row.")
-    star = "*" if star else ""
-    lines = [rf"\begin{{table{star}}}[htbp]", r"\centering", size]
+    env = "table*" if star else "table"
+    lines = [rf"\begin{{{env}}}[htbp]", r"\centering", size]
     if sep != 6.0:
         lines.append(rf"\setlength{{\tabcolsep}}{{{sep:g}pt}}")
     if caption:
@@ -236,7 +237,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
         lines += [r"\bottomrule", r"\end{tabular}"]
     if notes:
         lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
-    lines += [rf"\end{{table{star}}}", ""]
+    lines += [rf"\end{{{env}}}", ""]
     return "\n".join(lines)
 
 

@@ -78,7 +78,7 @@ def box_fill(i: int) -> str:
 
 
 def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12,
-                aspect: float = DEFAULT_ASPECT, rows: int | None = None, label_chars: int = 0) -> dict:
+                aspect: float = DEFAULT_ASPECT, rows: float | None = None, label_chars: int = 0) -> dict:
     """The screen layout; ``aspect`` (plot-area height / width) and ``rows`` (one labelled row
     per category) tell the export how tall the figure kind is (:func:`export_layout`);
     ``label_chars``, the longest category label on the y axis, how much of the width it takes."""
@@ -153,7 +153,7 @@ def page_layout(layout: dict, entries: list[str], width_px: float, font_family: 
     the plot area of the figure kind's aspect. Plain dicts: plotly's validation of a layout
     update costs more than rendering the figure."""
     lay = copy.deepcopy(layout)
-    meta = lay.get("meta") if isinstance(lay.get("meta"), dict) else {}
+    meta = lay["meta"] if isinstance(lay.get("meta"), dict) else {}
     title_px = font_px * 1.15
     line = 1.3
     left, right, bottom, pad = 4.0 * font_px, 1.0 * font_px, 3.2 * font_px, 0.5 * font_px

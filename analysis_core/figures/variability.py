@@ -33,7 +33,8 @@ def pr_bands_figure(bands: pd.DataFrame, methods: list[str] | None = None, class
         b = b[b["split"] == split]
     methods = methods or list(dict.fromkeys(b["method"]))
     classes = classes or [ALL]
-    traces, shown = [], []
+    traces: list[go.Scatter] = []
+    shown: list[pd.DataFrame] = []
     for m in methods:
         for c in classes:
             part = b[(b["method"] == m) & (b["class"] == c)].sort_values("recall")

@@ -10,6 +10,7 @@ stated in ``warnings``, never silent), and, with several methods, the split-plot
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,9 @@ from .paired_tests import metric_paired_tests
 from .posthoc import PostHocResult, TooManyGroups, check_posthoc, games_howell, tukey_hsd
 from .two_way_anova import two_way_anova
 from .variability import OneWayResult, balanced_subsample, one_way
+
+if TYPE_CHECKING:
+    from .class_jackknife import ClassJackknife
 
 POSTHOC = {"tukey": tukey_hsd, "games-howell": games_howell}
 
@@ -122,7 +126,7 @@ class PreparedAnalysis:
     seed: int
     value: str
     unit: str = "query"
-    jackknife: object = None  # ClassJackknife, with unit "class"
+    jackknife: ClassJackknife | None = None  # with unit "class"
 
     def at(self, alpha: float) -> VariabilityAnalysis:
         """The full analysis at significance level ``alpha``."""
@@ -145,7 +149,7 @@ class PreparedAnalysis:
             mm = self.mixed.result(alpha)
             warn += mm.warnings
             pt = self._comparisons(alpha)
-            if self.unit == "class" and not self.jackknife.why:
+            if self.unit == "class" and self.jackknife is not None and not self.jackknife.why:
                 from .class_jackknife import too_few_text, too_few_to_decide
 
                 n = self.jackknife.n_units
@@ -170,6 +174,7 @@ class PreparedAnalysis:
         if self.unit == "query":
             return metric_paired_tests(self.metrics, alpha, self.n_permutations, self.seed)
         jk = self.jackknife
+        assert jk is not None  # unit "class": prepared with its jackknife
         methods = sorted(set(self.data["method"].astype(str)) & set(jk.methods))
         pairs = [(a, b) for i, a in enumerate(methods) for b in methods[i + 1:]]
         asked = list(dict.fromkeys(self.metrics["metric"])) if self.metrics is not None else ["map"]

@@ -112,7 +112,7 @@ class _Band:
         flat = (np.ptp(curves, axis=0) == 0) if n else np.zeros(J, bool)
         self.mean[flat] = curves[0, flat] if n else np.nan
         centred = curves - self.mean
-        if codes is None:
+        if codes is None or self.sizes is None:  # both or neither
             self.resid = centred
         else:  # class totals of the residuals, summed in class order
             order = np.argsort(codes, kind="stable")
@@ -152,8 +152,7 @@ def _bands(specs: list[tuple[np.ndarray, object, str]], recall: np.ndarray, alph
     check_alpha(alpha)
     if kind not in MIN_UNITS:
         raise ValueError(f"kind must be 't' or 'bootstrap', not {kind!r}")
-    if kind == "bootstrap":
-        n_boot = bootstrap_resamples(n_boot, alpha)
+    n_draws = bootstrap_resamples(n_boot, alpha) if kind == "bootstrap" else 0
     out = [_Band(curves, groups, note, recall, kind) for curves, groups, note in specs]
     nan = np.full(recall.size, np.nan)
     halves = [nan] * len(out)
@@ -163,7 +162,7 @@ def _bands(specs: list[tuple[np.ndarray, object, str]], recall: np.ndarray, alph
                 halves[i] = t_quantile(1 - alpha / 2, b.n_units - 1) * b.se
     else:
         resampled = [i for i, b in enumerate(out) if b.defined]
-        worst = _bootstrap_worst([out[i] for i in resampled], n_boot, seed, done)
+        worst = _bootstrap_worst([out[i] for i in resampled], n_draws, seed, done)
         for i, w in zip(resampled, worst, strict=True):
             c = _upper_quantile(w, 1 - alpha)
             if np.isfinite(c):

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from ..methods import checkpoint_families, checkpoint_of
+from ..methods import Checkpoint, checkpoint_families, checkpoint_of
 from ..metrics.registry import summary_metrics
 from .paired_tests import metric_paired_tests
 from .quantiles import t_quantile
 from .variability import metric_frame
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
 
 ALL_ITEMS = "all"
 # why a checkpoint's interval is undefined (by its number of scored queries)
@@ -49,7 +53,7 @@ def families_of(methods: list[str]) -> dict[str, list[tuple[str, int]]]:
     fams = checkpoint_families(methods)
     if not fams:
         return {"": [(m, i) for i, m in enumerate(methods)]}
-    out = {f: [(m, checkpoint_of(m).step) for m in ms] for f, ms in fams.items()}
+    out = {f: [(m, cast(Checkpoint, checkpoint_of(m)).step) for m in ms] for f, ms in fams.items()}  # all steps
     for m in without_step(methods):
         out[m if m not in out else f"{m} (no step)"] = [(m, 0)]
     return out
@@ -62,13 +66,13 @@ def without_step(methods: list[str]) -> list[str]:
 
 
 def _summary_value(summary: dict, key: str) -> float:
-    v = summary
+    v: Any = summary
     for part in key.split("."):
         v = v[part]
     return float(v)
 
 
-def checkpoint_analysis(evaluations: dict[str, object], alpha: float = 0.05, n_permutations: int = 10_000,
+def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05, n_permutations: int = 10_000,
                         seed: int = 0, unit: str = "class") -> CheckpointAnalysis:
     """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`.
     ``unit``: ``"class"`` (default) takes every interval and the best-vs-last test from the

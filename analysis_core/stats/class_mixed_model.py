@@ -124,6 +124,7 @@ class ClassMixedFit:
                               "unit": "class", "n_units": self.n_units})
             return ClassMixedModelResult(t, *self.variances, False, list(self.warnings), self.n_obs, self.n_units)
         coef, se, df = self.coef, self.se, self.df
+        assert coef is not None and se is not None and df is not None  # a fit (no why) has them
         with np.errstate(invalid="ignore", divide="ignore"):
             t = coef / se
             half = stats.t.ppf(1 - alpha / 2, df) * se

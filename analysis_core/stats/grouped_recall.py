@@ -91,7 +91,7 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
             for r, groups in _partitions(classes, group_size, seed, repeats) for g, members in enumerate(groups)]
 
     def one(idx: np.ndarray) -> PassResult:
-        if reuse and idx.size == codes.size:
+        if reuse and loo_pass is not None and idx.size == codes.size:  # reuse: there is one
             return loo_pass
         return run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1,
                         hit_rates_only=True)

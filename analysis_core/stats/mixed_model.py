@@ -76,6 +76,7 @@ class MixedFit:
                               "p_value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": self.why})
             return MixedModelResult(t, math.nan, math.nan, False, list(self.warnings), 0)
         coef, se, df = self.coef, self.se, self.df
+        assert coef is not None and se is not None and df is not None  # a fit (no why) has them
         t = coef / se
         half = stats.t.ppf(1 - alpha / 2, df) * se
         table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, "t": t, "df": df,
@@ -146,7 +147,7 @@ _QR_ROWS = 1 << 16  # rows per QR block: the within-query rows are folded in wit
 def _triangle(a: np.ndarray) -> np.ndarray:
     """The R of ``a = QR`` as a square k x k matrix (zero rows below when ``a`` has fewer than k
     rows), so that triangles can be stacked and folded again: ``||a v|| = ||R v||`` for every v."""
-    r = np.linalg.qr(a, mode="r")
+    r: np.ndarray = np.linalg.qr(a, mode="r")  # type: ignore[assignment]  # numpy's stubs: mode "r" gives R alone
     out = np.zeros((a.shape[1], a.shape[1]))
     out[: r.shape[0]] = r
     return out

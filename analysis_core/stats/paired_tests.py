@@ -209,7 +209,8 @@ def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFr
     with (row, differences) of those tests: the permutation tests of several tables can then
     share one draw of signs."""
     pairs = [(a, b, va, vb, merge_differences(va, vb)) for a, b, va, vb in _pairs(df, value)]
-    rows, exact, fractional = [], [], []
+    rows: list[dict] = []
+    exact, fractional = [], []
     for (a, b, va, vb, d), (mean, lo, hi, note) in zip(pairs, _pair_effects([p[4] for p in pairs], alpha),
                                                         strict=True):
         notes = [note] if note else []
@@ -229,8 +230,8 @@ def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFr
                          p_value=p, discordant_a=only_a, discordant_b=only_b, wins=int((d > 0).sum()),
                          ties=int((d == 0).sum()), losses=int((d < 0).sum()), note="; ".join(notes)))
     if exact:
-        p = mcnemar_exact_p([rows[i]["discordant_a"] for i in exact], [rows[i]["discordant_b"] for i in exact])
-        for i, v in zip(exact, p.tolist(), strict=True):
+        p_exact = mcnemar_exact_p([rows[i]["discordant_a"] for i in exact], [rows[i]["discordant_b"] for i in exact])
+        for i, v in zip(exact, p_exact.tolist(), strict=True):
             rows[i]["p_value"] = v
     out = pd.DataFrame(rows, columns=["method_a", "method_b", "n", "mean_diff", "ci_low", "ci_high", "test",
                                       "p_value", "discordant_a", "discordant_b", "wins", "ties", "losses", "note"])

@@ -10,6 +10,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def sign_flip_p_values_many(ds: list[np.ndarray], n_permutations: int = 10_000,
                 _P_CACHE[keys[i]] = res
                 while len(_P_CACHE) > _P_CACHE_ENTRIES:
                     _P_CACHE.popitem(last=False)
-    return [(p.copy(), exact) for p, exact in out]
+    return [(p.copy(), exact) for p, exact in cast(list[tuple[np.ndarray, bool]], out)]  # every entry filled
 
 
 def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -> list[tuple[np.ndarray, bool]]:
@@ -71,7 +72,8 @@ def _sign_flip(mats: list[np.ndarray], n: int, n_permutations: int, seed: int) -
         signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return [(np.mean(np.abs(signs @ d) >= r, axis=0), True) for d, r in zip(mats, reach, strict=True)]
     hits = [np.zeros(d.shape[1], np.int64) for d in mats]
-    buffer = None  # one float64 buffer for every chunk: a fresh 32 MB array each time costs its page faults
+    # one float64 buffer for every chunk: a fresh 32 MB array each time costs its page faults
+    buffer: np.ndarray | None = None
     for chunk in _random_signs(n, n_permutations, seed):
         if buffer is None or buffer.shape[0] < chunk.shape[0]:
             buffer = np.empty(chunk.shape)
@@ -113,7 +115,7 @@ def _random_signs(n: int, n_permutations: int, seed: int) -> Iterator[np.ndarray
     size = -(-n * n_permutations // 8) if packed else n * n_permutations
     keep = size <= _SIGN_CACHE_BYTES // 2
     chunk = max(1, 4_000_000 // n)
-    out = []
+    out: list = []  # (rows, packed bits) or the signs, as packed says
     for bits in _bits(seed, [(min(chunk, n_permutations - done), n) for done in range(0, n_permutations, chunk)]):
         if keep and packed:
             out.append((bits.shape[0], np.packbits(bits)))

@@ -79,7 +79,7 @@ def _outer_nodes(df: float) -> tuple[np.ndarray, np.ndarray]:
     return np.exp(u), wts / wts.sum()
 
 
-def studentized_range_sf(q: np.ndarray, k: int, df: np.ndarray) -> np.ndarray:
+def studentized_range_sf(q: np.ndarray, k: int, df: np.ndarray | float) -> np.ndarray:
     """``P(Q_{k,df} > q)`` elementwise (``q`` and ``df`` broadcast; ``df`` may be ``inf``)."""
     q, df = np.broadcast_arrays(np.asarray(q, np.float64), np.asarray(df, np.float64))
     spline, w_max = _log_range_sf(int(k))

@@ -31,7 +31,7 @@ from .figures.grouped_recall import grouped_recall_by_size_figure
 from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
-from .stats.analysis import analyse
+from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
 from .stats.class_sweep import class_count_sweep
@@ -325,6 +325,8 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
                   unit=unit, jackknife=jk)
     ap = res.data
     rep.warnings += res.warnings
+    if ev.dataset.role is None:  # leave-one-out: the queries are the gallery
+        rep.warnings.append(QUERY_UNIT_ONLY)
     rep.tables["classes"] = class_summary(ap, ev.class_query_counts() if ev.query_sample is not None else None)
     rep.captions["classes"] = "Per-class AP: queries that contributed, mean, sd and minimum, lowest mean first." + (
         " Query sample: of_queries = the class's queries sampled from." if ev.query_sample is not None else "")
@@ -370,7 +372,7 @@ def mixed_caption(mm) -> str:
             f"variance {mm.query_variance:.4g}, residual {mm.residual_variance:.4g}).")
 
 
-def _comparison_caption(res) -> str:
+def _comparison_caption(res: VariabilityAnalysis) -> str:
     """The caption of the method comparisons: the test, the unit and how many units."""
     if res.unit == "class":
         return (f"Method comparisons for every metric at the class unit ({res.n_units} units): mean difference with "

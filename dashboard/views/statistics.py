@@ -9,6 +9,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
 from analysis_core.report import mixed_caption
+from analysis_core.stats.analysis import QUERY_UNIT_ONLY
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.variability import ap_frame
 from dashboard import cache, components
@@ -59,7 +60,9 @@ if got is not None:
     res = cache.statistics(key, ev, selection, ap)
     components.warnings(list(res.warnings))
 
-    st.subheader("One-way tests")
+    st.subheader("One-way tests — unit: query")
+    if ev.dataset.role is None:
+        st.caption(QUERY_UNIT_ONLY[0].upper() + QUERY_UNIT_ONLY[1:])
     components.table(res.one_way.tests, "anova")
     st.subheader("Pairwise comparisons")
     pairwise(res, n_groups)

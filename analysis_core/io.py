@@ -925,7 +925,8 @@ def read_bytes(name: str, data: bytes | Path, *, labels: tuple[str, bytes | Path
                "use .npz, .npy (+ labels), .csv, .tsv or .parquet.")
 
 
-def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[str] = ()) -> Dataset:
+def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[str] = (),
+                       source: str | None = None) -> Dataset:
     """Combine parsed files (name, embeddings, columns) into one Dataset; files = methods."""
     if not parts:
         raise _bad("input", "no files given.", "give at least one file.")
@@ -966,7 +967,8 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
     opt = {c: _check_optional(c, first_cols[c], n, first_name) for c in OPTIONAL_COLUMNS if c in first_cols
            if not (several and c == "confidence")}
     conf = {m: _check_optional("confidence", v, n, m) for m, v in method_conf.items()} or None
-    source = ", ".join(Path(p[0]).name for p in parts)  # file names: no folder reaches summary.json
+    if source is None:  # file names: no folder reaches summary.json
+        source = ", ".join(Path(p[0]).name for p in parts)
     from .methods import natural_key
 
     ordered = {m: embeddings[m] for m in sorted(embeddings, key=natural_key)}
@@ -1009,7 +1011,10 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
                    "and Parquet files carry their labels inside.", "leave out the labels file (--labels) and "
                    "store the labels in the file (a 'labels' array, a 'label' column), or save the embeddings "
                    "as .npy.")
-    return dataset_from_parts(parts, notes=list(dict.fromkeys(notes)))
+    # a file on disk is named without its folder; an upload by the name it came with (which is no
+    # path, whatever characters it holds)
+    source = ", ".join(Path(name).name if isinstance(data, Path) else name for name, data in files)
+    return dataset_from_parts(parts, notes=list(dict.fromkeys(notes)), source=source)
 
 
 def load_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,

@@ -94,3 +94,20 @@ def test_the_python_api_records_its_options_and_seed():
     assert prov["options"]["similarity"] == "cosine"  # the defaults used are recorded too
     assert prov["inputs"] == [] and summary["dataset"]["source"] == "input arrays"
     json.dumps(summary)  # plain JSON
+
+
+def test_an_upload_keeps_its_name_whatever_characters_it_holds_and_a_file_on_disk_loses_its_folder(tmp_path):
+    """A browser upload's name is a name, not a path: a '/' inside it stays (the dashboard shows it
+    literally); a file on disk is named without its folder."""
+    import io
+
+    import numpy as np
+
+    from analysis_core import load_bytes, load_files
+
+    buf = io.BytesIO()
+    np.savez(buf, embeddings=np.eye(4, dtype=np.float32), labels=np.array([0, 0, 1, 1]))
+    name = "![x](http://127.0.0.1:9/x.png) a/b.npz"
+    assert load_bytes([(name, buf.getvalue())]).source == name
+    (tmp_path / "d.npz").write_bytes(buf.getvalue())
+    assert load_files([tmp_path / "d.npz"]).source == "d.npz"

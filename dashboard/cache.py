@@ -572,26 +572,28 @@ def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndar
                         prepare, group=token.data, label="Preparing the vectors")
 
 
-def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str):
-    return token.derived("bands", kind, n_recall, cls), lambda p: pr_bands(
-        ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls], progress=p)
+def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str, unit: str | None = None):
+    return token.derived("bands", kind, n_recall, cls, unit), lambda p: pr_bands(
+        ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls], progress=p, unit=unit)
 
 
 def bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None = None,
-          classes: tuple[str, ...] = ()) -> pd.DataFrame:
+          classes: tuple[str, ...] = (), unit: str | None = None) -> pd.DataFrame:
     """The bands of every query together and of ``classes`` (each class's band is computed once
-    per kind and grid, whichever selection asked for it first), on the ``n_recall`` sub-grid."""
+    per kind, grid and unit, whichever selection asked for it first), on the ``n_recall``
+    sub-grid; ``unit`` as :func:`~analysis_core.stats.bands.pr_bands` takes it."""
     def one(cls: str) -> pd.DataFrame:
-        return STORE.result(*_band(token, ev, kind, n_recall, cls), group=token.data, label="Computing the bands")
+        return STORE.result(*_band(token, ev, kind, n_recall, cls, unit), group=token.data,
+                            label="Computing the bands")
 
     return pd.concat([one(ALL)] + [one(c) for c in classes], ignore_index=True)
 
 
-def prefetch_bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None) -> None:
+def prefetch_bands(token: Token, ev: Evaluation, kind: str, n_recall: int | None, unit: str | None = None) -> None:
     """The band of every query together of the other kind (t or bootstrap), in the background while
     the machine is otherwise idle: switching the band finds it stored."""
     other = "bootstrap" if kind == "t" else "t"
-    key, fn = _band(token, ev, other, n_recall, ALL)
+    key, fn = _band(token, ev, other, n_recall, ALL, unit)
     if key not in STORE:
         STORE.prefetch(key, fn, group=token.data)
 

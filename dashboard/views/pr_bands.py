@@ -7,13 +7,19 @@ import streamlit as st
 from analysis_core.figures.variability import pr_bands_figure
 from analysis_core.stats.bands import band_notes, describe
 from dashboard import cache, components
-from dashboard.views.common import alpha, current
+from dashboard.views.common import alpha, current, unit
 
 # The page evaluates once on a 61-point recall grid; a coarser grid whose step divides it is a
 # subset of its columns, exactly (a curve's value at r depends on r alone): moving the slider
 # recomputes the bands, never the evaluation.
 FINE_GRID = 61
 GRIDS = [n for n in range(3, FINE_GRID + 1) if (FINE_GRID - 1) % (n - 1) == 0]
+
+
+def band_unit() -> str | None:
+    """The sidebar's unit for the bands: the query unit when chosen; else the bands' own default
+    (classes when there are at least three, else queries, with a note saying so)."""
+    return "query" if unit() == "query" else None
 
 
 @st.fragment
@@ -23,7 +29,7 @@ def shown_bands(key, ev, kind: str, n_recall: int) -> None:
     methods = st.multiselect("Methods", ev.methods, default=ev.methods)
     classes = sorted({str(c) for c in ev.dataset.labels[ev.pr_curves(ev.methods[0])[0]].tolist()})
     chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
-    b = cache.bands(key, ev, kind, n_recall, tuple(chosen))
+    b = cache.bands(key, ev, kind, n_recall, tuple(chosen), band_unit())
     fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind, alpha=alpha())
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
     components.figure(fig, "pr_bands", shown)
@@ -42,4 +48,4 @@ got = current(FINE_GRID)
 if got is not None:
     key, ev = got
     shown_bands(key, ev, kind, n_recall)
-    cache.prefetch_bands(key, ev, kind, n_recall)
+    cache.prefetch_bands(key, ev, kind, n_recall, band_unit())

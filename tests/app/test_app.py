@@ -313,3 +313,19 @@ def test_moving_alpha_with_a_query_sample_runs_no_pass_and_shows_that_levels_int
     row = iv[(iv["method"] == ds.methods[0]) & (iv["metric"] == "map")].iloc[0]
     want = ref[ds.methods[0]]["intervals"]["map"]
     assert (row["low"], row["high"]) == pytest.approx((want["low"], want["high"]), rel=1e-12)
+
+
+def test_the_pr_bands_page_follows_the_sidebars_unit():
+    """Classes by default (the core's default band), queries when the sidebar says so: the page's
+    caption names the unit, and its band equals the core's at that unit."""
+    from analysis_core.stats.bands import pr_bands
+
+    at = _open("digits", "views/pr_bands.py")
+    assert not at.exception
+    assert any("10 classes" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.radio(key="unit").set_value("query").run()
+    assert not at.exception
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), n_recall=61)
+    want = pr_bands(ev, alpha=0.05, kind="t", n_recall=11, classes=["all"], unit="query")
+    n = int(want["n_units"].max())
+    assert any(f"t interval over {n:,} queries" in c.value for c in at.caption), [c.value for c in at.caption]

@@ -31,6 +31,7 @@ from .figures.grouped_recall import grouped_recall_by_size_figure
 from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
+from .methods import checkpoint_families
 from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
@@ -200,8 +201,13 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
 
 def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,
                  unit: str = "class") -> None:
-    """Every summary metric against checkpoint (per split when the data has splits)."""
+    """Every summary metric against checkpoint (per split when the data has splits); nothing when
+    no method name encodes a step (methods in their order are no training curve)."""
     if len(ev.methods) < 2:
+        return
+    if not checkpoint_families(ev.methods):
+        rep.warnings.append("no method name ends in a step (e3, epoch_10, step_500, …): no checkpoint tables or "
+                            "figures (methods or runs in their order are no training curve).")
         return
     evals = split_evals or {ev.split or "all": ev}
     ca = checkpoint_analysis(evals, alpha, seed=seed, unit=unit)

@@ -144,6 +144,21 @@ def _two_way(df: pd.DataFrame, caption: str, label: str) -> str:
     return to_latex(out, caption=caption, label=label, headers=HEADERS, keys=len(keys) + 1)
 
 
+def _mixed(df: pd.DataFrame, caption: str, label: str) -> str:
+    """A mixed model's fixed effects; a note shared by every row (the class-unit model shown without
+    tests says why) goes into the caption instead of a column."""
+    keys = [c for c in ("split",) if c in df.columns]
+    cols = keys + [c for c in ("term", "coef", "std_err", "t", "df", "p_value", "ci_low", "ci_high")
+                   if c in df.columns and (c in ("term", "coef") or df[c].notna().any())]
+    out = df[cols].copy()
+    notes = [n for n in dict.fromkeys(df["note"].astype(str)) if n] if "note" in df.columns else []
+    if len(notes) == 1:
+        caption = f"{caption} {notes[0][0].upper()}{notes[0][1:]}."
+    elif notes:
+        out["note"] = df["note"]
+    return to_latex(out, caption=caption, label=label, headers=HEADERS, keys=len(keys) + 1)
+
+
 def _grouped(df: pd.DataFrame, caption: str, label: str) -> str:
     out = df[["method", "group_size", "k", "mean"]].copy()
     out["interval"] = [_interval(lo, hi) for lo, hi in zip(df["ci_low"], df["ci_high"], strict=True)]
@@ -172,6 +187,7 @@ COMPACT: dict[str, Callable[[pd.DataFrame, str, str], str]] = {
     "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
     "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
     "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df), "two_way_anova": _two_way,
+    "mixed_model": _mixed,
 }
 
 

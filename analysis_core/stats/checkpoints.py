@@ -2,8 +2,10 @@
 with ``1 - alpha`` intervals over queries, the best checkpoint per metric, and a paired test of the
 best against the last checkpoint (on the same queries).
 
-Checkpoints are the methods whose names encode a step (:mod:`analysis_core.methods`); with none,
-the methods in their order stand for one family.
+Checkpoints are the methods whose names encode a step (:mod:`analysis_core.methods`). Methods
+whose names encode none are never drawn or tested as a training curve: without any checkpoint name
+there is nothing to analyse here (unrelated models or training runs in their order are no
+curve), and beside checkpoints such a method is a family of one point.
 """
 
 from __future__ import annotations
@@ -46,13 +48,13 @@ class CheckpointAnalysis:
 
 
 def families_of(methods: list[str]) -> dict[str, list[tuple[str, int]]]:
-    """Family -> [(method, step)] in step order; without checkpoint names one family ``""`` with
-    the methods' positions as steps. Beside checkpoints, a method whose name has no step (a
+    """Family -> [(method, step)] in step order; none without checkpoint names (methods in their
+    order are no training curve). Beside checkpoints, a method whose name has no step (a
     baseline) is a family of its own, one point at step 0 (named after it; ``<name> (no step)``
     if a family has its name), never left out."""
     fams = checkpoint_families(methods)
     if not fams:
-        return {"": [(m, i) for i, m in enumerate(methods)]}
+        return {}
     out = {f: [(m, cast(Checkpoint, checkpoint_of(m)).step) for m in ms] for f, ms in fams.items()}  # all steps
     for m in without_step(methods):
         out[m if m not in out else f"{m} (no step)"] = [(m, 0)]

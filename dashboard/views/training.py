@@ -21,9 +21,10 @@ if got is not None:
     key, ev = got
     split = key.split or "all"
     if not checkpoint_families(ev.methods):
-        st.caption("No method name ends in a step (e3, epoch_10, step_500, …): the methods are shown in their "
-                   "order as one run.")
-    elif lone := without_step(ev.methods):
+        st.info("No method name ends in a step (e3, epoch_10, step_500, …): these methods are no training run, "
+                "so there is no curve to draw. Name checkpoints like `model_e3`, `model_e10` to see them here.")
+        st.stop()
+    if lone := without_step(ev.methods):
         st.caption(f"No step in the name of {', '.join(lone)}: each is shown as its own family of one point "
                    "(at step 0), with nothing to compare it to over training.")
     res = cache.checkpoints(key, ev, unit())
@@ -34,13 +35,16 @@ if got is not None:
     # every figure here names the split in its own title
     components.figure(checkpoint_figure(res.table, split, tuple(chosen)), "checkpoints",
                       res.table[res.table["metric"].isin(chosen)], split_in_title=True)
-    st.caption(f"{100 * (1 - a):g}% t intervals over queries; a star marks each family's best checkpoint.")
+    over = "classes (jackknife)" if unit() == "class" else "queries"
+    st.caption(f"{100 * (1 - a):g}% t intervals over {over}; a star marks each family's best checkpoint.")
     wide = res.table.pivot_table(index=["family", "step", "method"], columns="label", values="value",
                                  sort=False).reset_index()
     components.table(wide, "checkpoint_values")
     st.subheader("Best against last checkpoint")
-    st.caption("Mean difference (best − last) with its t interval; AP-type metrics by the paired sign-flip "
-               "permutation test, P@1 and Recall@K by the exact McNemar test.")
+    st.caption("Mean difference (best − last) with its t interval and test: " + (
+        "the jackknife over classes (unit: class)." if unit() == "class" else
+        "AP-type metrics by the paired sign-flip permutation test, P@1 and Recall@K by the exact McNemar test "
+        "(unit: query, these models and this gallery)."))
     components.table(res.tests, "checkpoint_tests")
     st.subheader("Mean AP per class and checkpoint")
     for fam in dict.fromkeys(res.class_ap["family"]):

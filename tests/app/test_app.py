@@ -195,7 +195,7 @@ def test_moving_the_recall_points_slider_recomputes_bands_not_the_evaluation():
         assert not at.exception and not at.error
         # no evaluation added (an earlier test's may be evicted from the bounded store meanwhile)
         assert not evaluations() - before, n
-    shown = [e.value for k, e in cache.STORE._items.items() if k.endswith("/bands/('t', 5, 'all')")]
+    shown = [e.value for k, e in cache.STORE._items.items() if k.endswith("/bands/('t', 5, 'all', None)")]
     ref = pr_bands(evaluate(load_files([ROOT / "demo_data" / "digits.npz"]), n_recall=5), classes=["all"])
     assert len(shown) == 1
     pd.testing.assert_frame_equal(shown[0].reset_index(drop=True), ref)
@@ -251,7 +251,7 @@ def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_need
     assert not at.exception and not at.error
     # stored bootstrap bands of every query (α is part of the key's hash; a prefetch at α = 0.05 may be there too)
     shown = [e.value.reset_index(drop=True) for k, e in cache.STORE._items.items()
-             if "/bands/('bootstrap'" in k and k.endswith("'all')") and hasattr(e, "value")]
+             if "/bands/('bootstrap'" in k and k.endswith("'all', None)") and hasattr(e, "value")]
     ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
     n_recall = next(s for s in at.select_slider if s.label == "Recall points N_P").value
     ref = pr_bands(ev, alpha=0.001, kind="bootstrap", n_recall=n_recall, classes=["all"])

@@ -111,3 +111,19 @@ def test_methods_without_a_step_beside_checkpoints_are_their_own_families_not_dr
     ds = Dataset(labels=y, embeddings={m: rng.normal(size=(20, 4)) for m in methods})
     ca = checkpoint_analysis({"all": evaluate(ds)}, n_permutations=100)
     assert set(ca.table["method"]) == set(methods)
+
+
+def test_methods_without_a_step_are_never_a_training_curve():
+    """Unrelated methods (or runs named by seed) in their order are no training run: no family,
+    no checkpoint table or figure in the report, and the report says why (the digits demo's
+    lda9, pca16, pixels were drawn as "metrics over training" at steps 0, 1, 2)."""
+    from analysis_core.report import build_report
+    from analysis_core.stats.checkpoints import families_of
+
+    assert families_of(["lda9", "pca16", "pixels"]) == {}
+    assert families_of(["triplet_seed0", "triplet_seed1", "proxyanchor_seed0"]) == {}
+    ev = evaluate(load_files([ROOT / "demo_data" / "digits.npz"]))
+    rep = build_report(ev, sweep_repeats=1)
+    assert not {"checkpoints", "checkpoint_tests", "checkpoint_classes"} & set(rep.tables)
+    assert not [f for f in rep.figures if "checkpoint" in f]
+    assert any("no method name ends in a step" in w for w in rep.warnings)

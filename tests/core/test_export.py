@@ -27,11 +27,12 @@ from analysis_core.report import build_report, write_report
 
 from .test_cli import ROOT, run_cli
 
-METHODS = ["baseline", "contrastive", "triplet_margin"]
+METHODS = ["model_e1", "model_e2", "model_e3"]  # checkpoints of one run, of increasing quality
 FIGURES = ({"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "erc",
             "histograms_over_checkpoints"} | {f"histograms_{m}" for m in METHODS}
            | {f"generalization_{m}" for m in METHODS}
-           | {f"{kind}__{split}" for kind in ("checkpoints", "checkpoint_classes") for split in ("train", "test")})
+           | {f"checkpoints__{split}" for split in ("train", "test")}
+           | {f"checkpoint_classes__{split}__model" for split in ("train", "test")})  # family "model"
 HAVE_TOOLS = chromium_path() is not None and shutil.which("pdfinfo") and shutil.which("pdffonts")
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="Chromium or poppler-utils missing (make test installs them)")
 

@@ -239,9 +239,9 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     from .export.paper_tables import significance_questions, summary_frame, summary_latex
 
     evals = {ev.split or "all": ev, **split_evals}
-    frame = summary_frame(evals, alpha, unit=unit)
+    frame = summary_frame(evals, alpha, unit=unit, seed=seed)
     rep.tables["summary"] = frame
-    rep.inference = _inference_blocks(frame, evals, alpha)
+    rep.inference = _inference_blocks(frame, evals, alpha, seed)
     rep.captions["summary"] = ("Main results: headline metrics per method (and split) with interval half-widths; "
                                "unit and n_units say what each interval is over.")
     questions = significance_questions(frame) + significance_questions(frame, single_column=True)
@@ -250,7 +250,7 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     rep.latex["summary_column"] = summary_latex(frame, alpha, lambda *q: answers.get(q), single_column=True)
 
 
-def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float) -> dict:
+def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float, seed: int = 0) -> dict:
     """summary.json's ``inference`` block of each evaluation of the main table: the unit, how many
     units, what it generalises over, and every headline interval."""
     from .stats.analysis import UNITS
@@ -262,7 +262,7 @@ def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float) -> dict:
         block: dict = {"unit": unit, "n_units": int(part["n_units"].max()), "level": 1 - alpha,
                        "generalises_to": UNITS[unit], "intervals": {}}
         if unit == "class":
-            jk = ev.class_jackknife()
+            jk = ev.class_jackknife(seed=seed)
             block["test"] = "jackknife t over classes (G - 1 df)"
             if jk.why:
                 block["note"] = jk.why
@@ -437,7 +437,7 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
 
     if split_evals:
         ref = "train" if "train" in split_evals else sorted(split_evals)[0]
-        gens = [split_generalization(split_evals, m, ref, alpha, unit).assign(method=m) for m in ev.methods]
+        gens = [split_generalization(split_evals, m, ref, alpha, unit, seed).assign(method=m) for m in ev.methods]
         gen = pd.concat(gens, ignore_index=True)
         rep.tables["generalization"] = gen[["method"] + [c for c in gen.columns if c != "method"]]
         rep.captions["generalization"] = (f"Metrics per split and the gap {ref} minus each other split, with "

@@ -236,7 +236,7 @@ def _t_half(values: np.ndarray, alpha: float) -> float:
 
 
 def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | None = None,
-                  headline: tuple[str, ...] = HEADLINE, unit: str = "query") -> pd.DataFrame:
+                  headline: tuple[str, ...] = HEADLINE, unit: str = "query", seed: int = 0) -> pd.DataFrame:
     """One row per (split, method): each headline metric and the half-width of its 1 - alpha
     interval (the query sample's interval when there is one, else Student t over the queries;
     JSD is a property of all pairs: no interval); with ``unit="class"`` the jackknife t interval over
@@ -251,7 +251,7 @@ def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | No
         reg = by_name(ev.ks)
         jk_half, n_units = {}, None
         if unit == "class" and ev.query_sample is None:
-            jk = ev.class_jackknife()
+            jk = ev.class_jackknife(seed=seed)  # the report's grouping of classes: one jackknife
             iv = jk.intervals(alpha)
             jk_half = {(r.method, r.metric): (r.ci_high - r.ci_low) / 2 for r in iv.itertuples()}
             n_units = jk.n_units

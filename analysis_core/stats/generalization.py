@@ -88,7 +88,7 @@ def _difference_half_width(parts: list[tuple[float, int]], alpha: float) -> floa
 
 
 def split_generalization(split_evals: dict, method: str, reference: str, alpha: float = 0.05,
-                         unit: str = "class") -> pd.DataFrame:
+                         unit: str = "class", seed: int = 0) -> pd.DataFrame:
     """:func:`generalization_gap` of one method from per-split evaluations (split -> Evaluation
     evaluated with a group size, so each carries its grouped recall); with ``unit="class"`` the
     per-query metrics get intervals from each split's jackknife over classes."""
@@ -107,7 +107,7 @@ def split_generalization(split_evals: dict, method: str, reference: str, alpha: 
         per[sp] = s | {"recall_at_1": s["recall_at_k"]["1"], "map": s["map"]["expected"]}
     jks = None
     if unit == "class":
-        jks = {sp: e.class_jackknife() for sp, e in split_evals.items()}
+        jks = {sp: e.class_jackknife(seed=seed) for sp, e in split_evals.items()}
         jks = {sp: _one_method(jk, method) for sp, jk in jks.items() if not jk.why}
         if len(jks) < len(split_evals):
             jks = None  # a split without class-level inference: no class interval for any gap

@@ -112,6 +112,10 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
                    help="how items are compared: cosine, dot product, or euclidean (ranked by ascending distance)")
     p.add_argument("--order", help="method order, a comma list naming every method (default: natural order, "
                                    "e3 before e10)")
+    p.add_argument("--design", metavar="FILE.csv",
+                   help="the methods' design: a CSV with columns method,family,run,step (run and step may be "
+                        "empty); default: read from the method names (loss_seed0_e10 = family loss, run seed0, "
+                        "step 10)")
 
 
 def _load(args: argparse.Namespace) -> Dataset:
@@ -142,10 +146,18 @@ def _describe(ds: Dataset) -> str:
     return "\n".join(lines)
 
 
+def _design(args: argparse.Namespace, ds: Dataset):
+    """The design of the loaded methods: ``--design`` or their names (a bad table fails here)."""
+    from .design import Design
+
+    return Design.of(getattr(args, "design", None), ds.methods)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     ds = _load(args)
     validate(ds, args.similarity)
     print(_describe(ds))
+    print(_design(args, ds).describe())
     if np.bincount(ds.label_codes).max() < 2:
         sys.stderr.write("warning: every class has one item: no query has a positive, so every retrieval metric "
                          "would be undefined. Retrieval needs classes of at least two items.\n")
@@ -189,7 +201,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _start_numba()
     ds = _load(args)
     ev = _evaluate(args, ds, block_size=args.block_size, n_threads=args.threads, group_size=args.group_size,
-                   max_classes=args.max_classes)
+                   max_classes=args.max_classes, design=_design(args, ds))
     summary = {**ev.summary(), "provenance": _provenance(args, "evaluate")}
     if args.out:
         out = Path(args.out)
@@ -211,10 +223,12 @@ def _provenance(args: argparse.Namespace, command: str) -> dict:
     are recorded by name and digest, the output folder not at all)."""
     from .provenance import input_record, provenance
 
-    paths = {"files", "labels", "out", "func", "command", "quiet"}
+    paths = {"files", "labels", "out", "func", "command", "quiet", "design"}
     inputs = [input_record(f, "embeddings") for f in args.files]
     if args.labels:
         inputs.append(input_record(args.labels, "labels"))
+    if getattr(args, "design", None):
+        inputs.append(input_record(args.design, "design"))
     return provenance(command=command, options={k: v for k, v in vars(args).items() if k not in paths},
                       inputs=inputs, seed=args.seed, precision=args.precision)
 
@@ -231,7 +245,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .export.figures import FigureStyle, Prerender, require_chromium, start_renderer
-    from .report import build_report, summary_group_size, write_report
+    from .report import RunOptions, build_report, summary_group_size, write_report
 
     if args.style == "custom" and args.width is None:
         raise InputError("--style custom", "needs the figure width.", "add --width INCHES, e.g. --width 5.")
@@ -244,12 +258,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         require_chromium()  # before minutes of computing, not after
         start_renderer()  # Chromium starts while the report is computed
     ds = _load(args)
-    ev = _evaluate(args, ds, alpha=args.alpha, group_size=summary_group_size(ds, args.split, args.group_size))
+    design = _design(args, ds)
+    runs = RunOptions(select_on=args.select_on, report_on=args.report_on, select_metric=args.select_metric,
+                      delta=args.delta)
+    ev = _evaluate(args, ds, alpha=args.alpha, group_size=summary_group_size(ds, args.split, args.group_size),
+                   design=design)
     # figures rendered while the rest of the report is computed (Chromium on the other core)
     prerender = Prerender(args.format, style) if args.format else None
     rep = build_report(ev, alpha=args.alpha, band_kind=args.band, per_class_n=args.per_class, seed=args.seed,
                        group_size=args.group_size, sweep_repeats=args.sweep_repeats, by_split=args.by_split,
-                       on_figure=prerender, unit=args.unit)
+                       on_figure=prerender, unit=args.unit, runs=runs, n_permutations=args.permutations)
     out = Path(args.out)
     try:
         written = write_report(ev, rep, out, args.format, style, prerender, provenance=_provenance(args, "report"))
@@ -323,7 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "  python -m analysis_core report demo_data/training.npz --out report\n"
                 "  python -m analysis_core report demo_data/digits.npz --out report --format pdf,png --style single\n"
                 "  python -m analysis_core report demo_data/digits.npz --out report --format ''   (no figures: "
-                "no export extra needed)")
+                "no export extra needed)\n"
+                "  python -m analysis_core report demo_data/digits_runs.npz --out report --select-on test_seen "
+                "--report-on test_unseen   (replicate runs: checkpoints chosen on one split, reported on another)")
     _add_input_args(r)
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k")
@@ -349,6 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--split", help="evaluate within this split only")
     r.add_argument("--by-split", action="store_true",
                    help="also compute every analysis for every split as its own retrieval problem")
+    r.add_argument("--select-on", metavar="SPLIT", default=None,
+                   help="with replicate runs: choose each run's checkpoint on this split (with --report-on)")
+    r.add_argument("--report-on", metavar="SPLIT", default=None,
+                   help="with replicate runs: report the chosen checkpoints on this split (with --select-on)")
+    r.add_argument("--select-metric", default="map", help="the metric --select-on maximises")
+    r.add_argument("--delta", type=_number(float, lambda v: v > 0, "a positive number"), default=0.01,
+                   help="the difference the runs-needed table is for (power 0.8 at --alpha)")
+    r.add_argument("--permutations", type=_positive, default=None, metavar="B",
+                   help="random permutations of every Monte Carlo permutation test (default: 10000, or enough for "
+                        "Holm over the pairs compared to reach --alpha)")
     _add_precision_arg(r)
     _add_scale_args(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")

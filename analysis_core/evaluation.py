@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .design import Design
 from .engine.core import PRECISIONS, PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
@@ -61,11 +62,52 @@ class Evaluation:
     compute_notes: tuple[str, ...] = ()
     precision: str = "float32"  # the dtype similarities were computed in
     provenance: dict | None = None  # summary.json's provenance block (api.evaluate sets it)
+    # the methods' (family, run, step); given as None, read from their names (__post_init__)
+    design: Design = None  # type: ignore[assignment]
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "design", Design.of(self.design, list(self.results)))
 
     @property
     def methods(self) -> list[str]:
         return list(self.results)
+
+    def families(self, alpha: float | None = None, *, select_on: str | None = None, report_on: str | None = None,
+                 select_metric: str = "map", n_permutations: int = 10_000, seed: int = 0):
+        """Run-level results of this evaluation's design (family, run, step): per family the mean,
+        sd and interval over runs of every summary metric, and family comparisons with the run as
+        unit (:func:`analysis_core.stats.runs.run_analysis`; ``.summary``, ``.tests``,
+        ``.values``, ``.curves``, ``.runs_needed(delta)``). ``select_on``/``report_on`` name splits
+        of the data: each run's checkpoint is chosen on one and reported on the other (each split
+        evaluated on its own, as the report does)."""
+        from .stats.runs import run_analysis
+
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
+        key = ("runs", alpha, select_on, report_on, select_metric, n_permutations, seed)
+        if key not in self._summaries:
+            evals: dict = {self.split or "all": self}
+            if select_on is not None or report_on is not None:
+                evals = {sp: self.within_split(sp) for sp in dict.fromkeys((select_on, report_on)) if sp is not None}
+            self._summaries[key] = run_analysis(evals, self.design, alpha, select_on=select_on, report_on=report_on,
+                                                select_metric=select_metric, n_permutations=n_permutations, seed=seed)
+        return self._summaries[key]
+
+    def family_tests(self, alpha: float | None = None, **options):
+        """The family comparisons of :meth:`families` (``tables/family_tests.csv``)."""
+        return self.families(alpha, **options).tests
+
+    def within_split(self, split: str) -> Evaluation:
+        """This evaluation's settings applied within one split (queries and gallery inside it;
+        no Grouped Recall), computed once per split."""
+        if self.split == split:
+            return self
+        key = ("within-split", split)
+        if key not in self._summaries:
+            self._summaries[key] = evaluate(self.dataset, similarity=self.similarity, ks=self.ks, split=split,
+                                            methods=self.methods, alpha=self.alpha,
+                                            precision=self.precision, design=self.design)
+        return self._summaries[key]
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in (("split", self.split), ("query_sample", self.query_sample and
@@ -352,7 +394,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
              methods: list[str] | None = None, group_size: int | None = None, group_repeats: int = 1,
              max_classes: int | None = None, seed: int = 0, alpha: float = 0.05,
              query_sample: int | None = None, compute=None, progress: Progress | None = None,
-             precision: str = "float32") -> Evaluation:
+             precision: str = "float32", design=None) -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 
     Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
@@ -366,6 +408,9 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     ``precision``: ``"float32"`` (default) or ``"float64"``, the dtype similarities are computed and
     compared in; float64 keeps near-equal scores of float64 embeddings from being tied by float32
     rounding (float32 embeddings are upcast exactly; see :func:`analysis_core.engine.core.run_pass`).
+    ``design``: the methods' (family, run, step) — a :class:`~analysis_core.design.Design`, a
+    DataFrame or CSV path with columns ``method, family, run, step`` — or None: read from the
+    method names (:mod:`analysis_core.design`).
     """
     validate(ds, similarity)
     if precision not in PRECISIONS:
@@ -417,6 +462,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     unknown = [m for m in names if m not in ds.embeddings]
     if unknown:
         raise InputError(ds.source, f"unknown method(s) {unknown}.", f"use some of {ds.methods}.")
+    design = Design.of(design, names)  # a bad design table fails before the passes
     results = {}
     for m in names:
         stage_progress = None
@@ -437,7 +483,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
-                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision)
+                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision, design=design)
 
 
 def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None, n: int,

@@ -31,7 +31,7 @@ from .figures.grouped_recall import grouped_recall_by_size_figure
 from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
-from .methods import checkpoint_families
+from .figures.runs import run_curves_figure, run_dots_figure
 from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
@@ -40,6 +40,9 @@ from .stats.error_reject import error_reject_curve
 from .stats.generalization import split_generalization
 from .stats.grouped_recall import grouped_recall
 from .stats.histograms import histogram_table
+from .stats.permutation import default_permutations
+from .stats.runs import GENERALISES as RUN_GENERALISES
+from .stats.runs import families_blocks, run_analysis
 from .stats.variability import ap_frame, class_summary, metric_frame
 
 
@@ -56,7 +59,22 @@ class Report:
     split_evaluations: dict = field(default_factory=dict)
     latex: dict[str, str] = field(default_factory=dict)  # LaTeX-only tables: <name>.tex
     inference: dict = field(default_factory=dict)  # split (or "all") -> summary.json's "inference" block
+    families: dict = field(default_factory=dict)  # split (or "all") -> summary.json's "families" block
     alpha: float = 0.05  # the level of every interval and test in it
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the report treats replicate runs (the design's families with two or more runs):
+    ``select_on``/``report_on``: choose each run's checkpoint by ``select_metric`` on one split and
+    report it on another (both or neither); ``delta``: the difference the runs-needed table is
+    for; ``n_permutations``: Monte Carlo reassignments when the exact family test would enumerate
+    too many."""
+
+    select_on: str | None = None
+    report_on: str | None = None
+    select_metric: str = "map"
+    delta: float = 0.01
 
 
 MIN_SWEEP_CLASSES = 20  # below, sampled class counts span too short a range to show a trend
@@ -67,7 +85,8 @@ _SPLIT_AWARE = ("histograms", "generalization", "checkpoints", "checkpoint_tests
 
 def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_class_n: int | None = None,
                  seed: int = 0, group_size: int = 10, sweep_repeats: int = 3, by_split: bool = False,
-                 on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class") -> Report:
+                 on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class",
+                 runs: RunOptions | None = None, n_permutations: int | None = None) -> Report:
     """Compute every table and figure of the report from an evaluation.
 
     With ``by_split`` (and a ``split`` column), every analysis is also computed for every split as
@@ -77,9 +96,18 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
     final, while the rest is computed (:class:`~analysis_core.export.figures.Prerender` renders
     it in the background). ``unit``: what the method comparisons and the main table's intervals
     generalise over, ``"class"`` (default: a jackknife over classes) or ``"query"`` (these models,
-    this gallery; see :data:`analysis_core.stats.analysis.UNITS`)."""
+    this gallery; see :data:`analysis_core.stats.analysis.UNITS`). With replicate runs in the
+    design (``ev.design``), the run-level tables (``runs``, ``run_summary``, ``family_tests``,
+    ``runs_needed``, ``checkpoint_runs``) and ``summary.json``'s ``families`` blocks, as ``runs``
+    says. ``n_permutations``: random permutations of every Monte Carlo permutation test (default:
+    enough for Holm over the pairs compared to reach ``alpha``,
+    :func:`~analysis_core.stats.permutation.default_permutations`)."""
     from .stats.analysis import UNITS
 
+    if n_permutations is not None and n_permutations < 1:
+        raise InputError("report", f"n_permutations = {n_permutations}.", "give a positive number of permutations.")
+    runs = runs or RunOptions()
+    _check_runs(ev, runs)
     if unit not in UNITS:
         raise InputError("report", f"unknown unit {unit!r}.", f"use one of {sorted(UNITS)}.")
     if ev.n_queries() == ev.n_lone_queries():  # every table and figure would be empty or NaN
@@ -87,12 +115,33 @@ def build_report(ev: Evaluation, alpha: float = 0.05, band_kind: str = "t", per_
         raise InputError("report", f"{where}: {NO_POSITIVE}",
                          "report a split (--split) or data with a class of at least two items.")
     return _build(ev, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, by_split, on_figure=on_figure,
-                  unit=unit)
+                  unit=unit, runs=runs, n_permutations=n_permutations)
+
+
+def _check_runs(ev: Evaluation, runs: RunOptions) -> None:
+    if (runs.select_on is None) != (runs.report_on is None):
+        raise InputError("report", "--select-on and --report-on go together.",
+                         "give both: the split each run's checkpoint is chosen on and the split it is reported on.")
+    if runs.select_on is None:
+        return
+    known = sorted(set(ev.dataset.split[ev.rows].tolist())) if ev.dataset.split is not None else []
+    for opt, sp in (("--select-on", runs.select_on), ("--report-on", runs.report_on)):
+        if sp not in known:
+            raise InputError("report", f"{opt} {sp}: " + (f"no such split (the data has {known})." if known else
+                                                          "the data has no split column."),
+                             "name a split of the data." if known else "add a split column to choose checkpoints.")
+    if not (ev.design.has_runs and ev.design.has_steps):
+        raise InputError("report", "--select-on needs runs with checkpoints, and the design has "
+                         + ("no checkpoint steps." if ev.design.has_runs else "no family with two runs."),
+                         "declare the design (method names such as loss_seed0_e10, or --design FILE.csv).")
+    if not (runs.delta > 0):
+        raise InputError("report", f"--delta {runs.delta}.", "give a positive difference, e.g. --delta 0.01.")
 
 
 def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None, seed: int, group_size: int,
            sweep_repeats: int, by_split: bool, split_part: bool = False,
-           on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class") -> Report:
+           on_figure: Callable[[str, go.Figure], None] | None = None, unit: str = "class",
+           runs: RunOptions | None = None, n_permutations: int | None = None) -> Report:
     """:func:`build_report`; ``split_part``: one split's part of a ``by_split`` report, without
     what the whole report already holds for every split and would drop from the part (the
     split-aware tables and their figures: histograms, checkpoints, the main table)."""
@@ -107,14 +156,16 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
             on_figure(name, rep.figures[name])
 
     split_evals = _split_evaluations(rep, ev, alpha, seed, group_size)
-    _variability(rep, ev, alpha, band_kind, per_class_n, seed, final, unit)
+    _variability(rep, ev, alpha, band_kind, per_class_n, seed, final, unit, n_permutations)
     final()
     _class_count(rep, ev, alpha, seed, group_size, sweep_repeats, split_evals, unit)
     final()
     if not split_part:
         _histograms(rep, ev, split_evals)
         final()
-        _checkpoints(rep, ev, split_evals, alpha, seed, unit)
+        _checkpoints(rep, ev, split_evals, alpha, seed, unit, n_permutations)
+        final()
+        _runs(rep, ev, split_evals, alpha, seed, runs or RunOptions(), n_permutations)
         final()
         _paper_tables(rep, ev, split_evals, alpha, seed, unit)
     if ev.dataset.split is not None:
@@ -123,7 +174,7 @@ def _build(ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None
         rep.split_evaluations = split_evals
         for sp, e in split_evals.items():
             sub = _build(e, alpha, band_kind, per_class_n, seed, group_size, sweep_repeats, False, split_part=True,
-                         unit=unit)
+                         unit=unit, n_permutations=n_permutations)
             for name, t in sub.tables.items():
                 if name in _SPLIT_AWARE:
                     continue
@@ -200,17 +251,19 @@ def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, gro
 
 
 def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,
-                 unit: str = "class") -> None:
+                 unit: str = "class", n_permutations: int | None = None) -> None:
     """Every summary metric against checkpoint (per split when the data has splits); nothing when
-    no method name encodes a step (methods in their order are no training curve)."""
+    no method has a step in the design (methods in their order are no training curve)."""
     if len(ev.methods) < 2:
         return
-    if not checkpoint_families(ev.methods):
-        rep.warnings.append("no method name ends in a step (e3, epoch_10, step_500, …): no checkpoint tables or "
-                            "figures (methods or runs in their order are no training curve).")
+    if not ev.design.has_steps:
+        rep.warnings.append("no method has a checkpoint step (names ending in e3, epoch_10, step_500, … or a design "
+                            "table's step column): no checkpoint tables or figures (methods or runs in their order "
+                            "are no training curve).")
         return
     evals = split_evals or {ev.split or "all": ev}
-    ca = checkpoint_analysis(evals, alpha, seed=seed, unit=unit)
+    ca = checkpoint_analysis(evals, alpha, seed=seed, unit=unit,
+                             n_permutations=n_permutations or default_permutations(1, alpha))
     over = "classes (jackknife)" if unit == "class" else "queries"
     rep.tables["checkpoints"] = ca.table
     rep.captions["checkpoints"] = (f"Every summary metric per checkpoint with {100 * (1 - alpha):g}% t intervals over "
@@ -229,6 +282,50 @@ def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, s
     hist = histogram_table(ev)
     jsd = {m: ev.method_summary(m)["jsd"] for m in ev.methods}
     rep.figures["histograms_over_checkpoints"] = histogram_small_multiples(hist, ev.methods, jsd)
+
+
+def _runs(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int, opts: RunOptions,
+          n_permutations: int | None) -> None:
+    """The run-level tables and figures when the design has replicate runs (SPEC §4, "Runs")."""
+    if not ev.design.has_runs:
+        return
+    evals = {ev.split or "all": ev, **split_evals}
+    ra = run_analysis(evals, ev.design, alpha, select_on=opts.select_on, report_on=opts.report_on,
+                      select_metric=opts.select_metric, seed=seed,
+                      n_permutations=n_permutations or default_permutations(1, alpha))
+    rep.warnings += ra.warnings
+    chosen = (f"the checkpoint with the best {opts.select_metric} on split '{opts.select_on}' (per run), reported on "
+              f"'{opts.report_on}'" if opts.select_on else "its last checkpoint")
+    rep.tables["runs"] = ra.values
+    rep.captions["runs"] = f"Every run's summary metrics at {chosen}."
+    rep.tables["run_summary"] = ra.summary
+    rep.captions["run_summary"] = (f"Per family: mean, sd and {100 * (1 - alpha):g}% t interval over runs (unit run, "
+                                   f"n_units runs) at {chosen}; it generalises to {RUN_GENERALISES}.")
+    if len(ra.tests):
+        rep.tables["family_tests"] = ra.tests
+        rep.captions["family_tests"] = (
+            "Family comparisons with the run as unit: mean difference of run means with its Welch "
+            f"{100 * (1 - alpha):g}% interval, the exact permutation test of the run means (p_value; Monte Carlo "
+            "beyond 200,000 reassignments), Welch's t beside it (p_welch), Holm across family pairs (p_holm), "
+            "and the probability that a run of family_a beats a run of family_b with a stratified bootstrap "
+            "interval.")
+    if len(ra.selection):
+        rep.tables["run_selection"] = ra.selection
+        rep.captions["run_selection"] = "The checkpoint chosen per run."
+    need = ra.runs_needed(opts.delta)
+    rep.tables["runs_needed"] = need
+    rep.captions["runs_needed"] = (f"Runs per family a two-sided two-sample t test at alpha = {alpha:g} needs to "
+                                   f"detect a difference of {opts.delta:g} with power 0.8, from the pooled sd of a "
+                                   "run's value within families (run_sd).")
+    if len(ra.curves):
+        rep.tables["checkpoint_runs"] = ra.curves
+        rep.captions["checkpoint_runs"] = (f"Every summary metric per family and checkpoint: mean over runs with a "
+                                           f"{100 * (1 - alpha):g}% t band over runs.")
+        for sp in dict.fromkeys(ra.curves["split"]):
+            rep.figures[f"checkpoint_runs__{sp}"] = run_curves_figure(ra.curves, sp)
+    for sp in dict.fromkeys(ra.summary["split"]):
+        rep.figures[f"runs__{sp}"] = run_dots_figure(ra.values, ra.summary, sp)
+    rep.families = families_blocks(ra)
 
 
 def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,
@@ -314,7 +411,8 @@ def _best_vs_runner_up(evals: dict, questions: list[tuple[str, str, str, str]], 
 
 
 def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_class_n: int | None,
-                 seed: int, final: Callable[[], None] = lambda: None, unit: str = "class") -> None:
+                 seed: int, final: Callable[[], None] = lambda: None, unit: str = "class",
+                 n_permutations: int | None = None) -> None:
     """PR bands, per-class AP, the one-way tests and post hoc comparisons, and the method
     comparisons; ``final()`` once the PR band figure is made (it renders during the statistics)."""
     bands = pr_bands(ev, alpha=alpha, kind=band_kind, seed=seed)
@@ -327,8 +425,9 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
     ap = ap_frame(ev)
     several = len(ev.methods) > 1
     jk = ev.class_jackknife(seed=seed) if unit == "class" and several else None
+    n_pairs = len(ev.methods) * (len(ev.methods) - 1) // 2
     res = analyse(ap, alpha, per_class_n=per_class_n, seed=seed, metrics=metric_frame(ev) if several else None,
-                  unit=unit, jackknife=jk)
+                  unit=unit, jackknife=jk, n_permutations=n_permutations or default_permutations(n_pairs, alpha))
     ap = res.data
     rep.warnings += res.warnings
     if ev.dataset.role is None:  # leave-one-out: the queries are the gallery
@@ -482,9 +581,13 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
     summary = ev.summary(rep.alpha)
     if (ev.split or "all") in rep.inference:
         summary["inference"] = rep.inference[ev.split or "all"]
+    if (ev.split or "all") in rep.families:
+        summary["families"] = rep.families[ev.split or "all"]
     if rep.split_evaluations:
         summary["splits"] = {sp: e.summary(rep.alpha) | ({"inference": rep.inference[sp]} if sp in rep.inference
-                                                         else {}) for sp, e in rep.split_evaluations.items()}
+                                                         else {})
+                             | ({"families": rep.families[sp]} if sp in rep.families else {})
+                             for sp, e in rep.split_evaluations.items()}
     summary["warnings"] = rep.warnings
     if provenance is not None:
         summary["provenance"] = provenance

@@ -19,6 +19,13 @@ N(0, 0.9^2 I); each method adds its own noise to that base set):
   the family-wise rate is what is reported).
 * ``splits``: two splits (train / test) of 8 classes x 8 items each, disjoint classes, the same
   generator: the generalization gap's null.
+* ``runs_3x3`` / ``runs_5x5``: training runs as replicates. Leave-one-out 8 x 8; two families
+  from one training procedure, 3 (5) runs each: run r's vectors are ``base @ (I + 0.25 G_r /
+  sqrt(16)) + N(0, 0.5^2)`` with its own G_r ~ N(0, 1) (seed noise: a distortion of the space and
+  item noise). Outputs: the default family comparison (run unit: exact permutation of run
+  means), the Welch t beside it, and — for contrast — the tests between the first run of each
+  family at the query and class units (they answer "these two trained models", not "these two
+  procedures"). Effect: family b's item noise 0.35 instead of 0.5.
 
 The power row ("effect") gives method b noise of scale 0.9 instead of 0.6 (mAP lower by about
 0.05-0.1, depending on the scenario).
@@ -54,6 +61,40 @@ METRICS = ("map", "map_at_r", "r_precision", "mrr", "precision_at_1", "recall_at
 def _base(rng, sizes):
     y = np.repeat(np.arange(len(sizes)), sizes)
     return y, rng.normal(0, CENTRE, (len(sizes), DIM))[y] + rng.normal(0, ITEM, (y.size, DIM))
+
+
+RUN_DISTORTION, RUN_NOISE, RUN_EFFECT_NOISE = 0.25, 0.5, 0.35
+
+
+def make_runs(n_runs: int, seed: int, effect: bool = False) -> dict:
+    """One replicate of a runs scenario: families a and b with ``n_runs`` runs each."""
+    rng = np.random.default_rng(seed)
+    y, base = _base(rng, [8] * 8)
+    X = {}
+    for fam in ("a", "b"):
+        noise = RUN_EFFECT_NOISE if effect and fam == "b" else RUN_NOISE
+        for r in range(n_runs):
+            m = np.eye(DIM) + RUN_DISTORTION * rng.normal(0, 1, (DIM, DIM)) / np.sqrt(DIM)
+            X[f"{fam}_seed{r}"] = (base @ m + rng.normal(0, noise, base.shape)).astype(np.float32)
+    return {"X": X, "y": y, "kw": {}}
+
+
+def replicate_runs(n_runs: int, seed: int, alpha: float, effect: bool) -> dict:
+    """The run-level comparison of families a and b, and the per-model tests of their first runs."""
+    d = make_runs(n_runs, seed, effect)
+    ev = ac.evaluate(d["X"], d["y"])
+    tests = ev.family_tests(alpha, seed=seed)
+    out: dict = {}
+    for r in tests[tests["metric"].isin(METRICS)].itertuples():
+        out[("reject", r.metric, "run")] = bool(r.p_value < alpha)
+        out[("reject", f"{r.metric} Welch t (not the default)", "run")] = bool(r.p_welch < alpha)
+    two = ac.evaluate({k: d["X"][k] for k in ("a_seed0", "b_seed0")}, d["y"])
+    for metric, part in metric_paired_tests(metric_frame(two, metrics=list(METRICS)), alpha).groupby("metric"):
+        out[("reject", f"{metric} first runs (these models)", "query")] = bool(part["reject"].any())
+    jk = two.class_jackknife()
+    for metric, part in jk.differences(alpha, metrics=[m for m in METRICS if m in jk.metrics]).groupby("metric"):
+        out[("reject", f"{metric} first runs (these models)", "class")] = bool(part["reject"].any())
+    return out
 
 
 def make(scenario: str, seed: int, effect: bool = False) -> dict:
@@ -146,8 +187,13 @@ def truth(scenario: str, n: int, start: int) -> dict:
 
 def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict]:
     rows = []
-    null = [replicate(scenario, s, alpha, False) for s in range(replicates)]
-    power = [replicate(scenario, 10**6 + s, alpha, True) for s in range(replicates)]
+    if scenario.startswith("runs_"):
+        n_runs = int(scenario.split("x")[-1])
+        null = [replicate_runs(n_runs, s, alpha, False) for s in range(replicates)]
+        power = [replicate_runs(n_runs, 10**6 + s, alpha, True) for s in range(replicates)]
+    else:
+        null = [replicate(scenario, s, alpha, False) for s in range(replicates)]
+        power = [replicate(scenario, 10**6 + s, alpha, True) for s in range(replicates)]
     keys = sorted({k for r in null for k in r if k[0] in ("reject", "gap covers 0")})
     for key in keys:
         hits = [r[key] for r in null if key in r]
@@ -155,11 +201,12 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
         lo, hi = clopper_pearson(k, n)
         kind = "null rejection" if key[0] == "reject" else "coverage"
         pw = [r[key] for r in power if key in r]
-        rows.append(dict(scenario=scenario, output=(key[1] if key[1].startswith(("two-way", "mixed")) else
-                                                    f"{key[1]} comparison") if key[0] == "reject" else
+        rows.append(dict(scenario=scenario, output=(key[1] if key[1].startswith(("two-way", "mixed")) or
+                                                    "(" in key[1] else f"{key[1]} comparison")
+                         if key[0] == "reject" else
                          f"{key[1]} gap interval", unit=key[2], measure=kind, rate=k / n, ci_low=lo, ci_high=hi,
                          n=n, power=float(np.mean(pw)) if pw and key[0] == "reject" else np.nan))
-    if scenario != "splits":
+    if scenario != "splits" and not scenario.startswith("runs_"):
         true = truth(scenario, n_truth, 2 * 10**6)
         cover = defaultdict(list)
         for r in null:
@@ -175,7 +222,7 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
 
 
 SCENARIOS = ("loo_8x8", "loo_20x4", "qg_shared", "qg_gallery_noise", "unbalanced", "three_classes", "ten_methods",
-             "splits")
+             "splits", "runs_3x3", "runs_5x5")
 
 
 def main(argv: list[str] | None = None) -> int:

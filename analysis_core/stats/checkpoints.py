@@ -2,22 +2,24 @@
 with ``1 - alpha`` intervals over queries, the best checkpoint per metric, and a paired test of the
 best against the last checkpoint (on the same queries).
 
-Checkpoints are the methods whose names encode a step (:mod:`analysis_core.methods`). Methods
-whose names encode none are never drawn or tested as a training curve: without any checkpoint name
-there is nothing to analyse here (unrelated models or training runs in their order are no
-curve), and beside checkpoints such a method is a family of one point.
+Checkpoints are the methods with a step in the evaluation's design (:mod:`analysis_core.design`:
+from names such as ``triplet_seed0_e10`` or a design table). Methods without one are never drawn or
+tested as a training curve: without any step there is nothing to analyse here (unrelated models or
+training runs in their order are no curve), and beside checkpoints such a method is a curve of one
+point. The ``family`` column names the curve: one run of one family (its run-averaged curves are in
+:mod:`analysis_core.stats.runs`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..methods import Checkpoint, checkpoint_families, checkpoint_of
-from ..metrics.registry import summary_metrics
+from ..design import Design
+from ..metrics.registry import get_key, summary_metrics
 from .paired_tests import metric_paired_tests
 from .quantiles import t_quantile
 from .variability import metric_frame
@@ -47,31 +49,26 @@ class CheckpointAnalysis:
         return self.table
 
 
-def families_of(methods: list[str]) -> dict[str, list[tuple[str, int]]]:
-    """Family -> [(method, step)] in step order; none without checkpoint names (methods in their
-    order are no training curve). Beside checkpoints, a method whose name has no step (a
-    baseline) is a family of its own, one point at step 0 (named after it; ``<name> (no step)``
-    if a family has its name), never left out."""
-    fams = checkpoint_families(methods)
-    if not fams:
+def families_of(methods: list[str] | Design) -> dict[str, list[tuple[str, int]]]:
+    """Curve -> [(method, step)] in step order, from the design (method names: their design,
+    :mod:`analysis_core.design`); none without steps (methods in their order are no training
+    curve). A curve is one run of one family (``triplet_seed0``). Beside checkpoints, a method
+    without a step (a baseline) is a curve of its own, one point at step 0 (named after it;
+    ``<name> (no step)`` if a curve has its name), never left out."""
+    design = methods if isinstance(methods, Design) else Design.from_names(methods)
+    out = design.curves()
+    if not out:
         return {}
-    out = {f: [(m, cast(Checkpoint, checkpoint_of(m)).step) for m in ms] for f, ms in fams.items()}  # all steps
-    for m in without_step(methods):
+    for m in without_step(design):
         out[m if m not in out else f"{m} (no step)"] = [(m, 0)]
     return out
 
 
-def without_step(methods: list[str]) -> list[str]:
-    """The methods whose names encode no checkpoint step, when others do (else none)."""
-    steps = [checkpoint_of(m) is not None for m in methods]
-    return [m for m, s in zip(methods, steps, strict=True) if not s] if any(steps) else []
-
-
-def _summary_value(summary: dict, key: str) -> float:
-    v: Any = summary
-    for part in key.split("."):
-        v = v[part]
-    return float(v)
+def without_step(methods: list[str] | Design) -> list[str]:
+    """The methods without a checkpoint step, when others have one (else none)."""
+    design = methods if isinstance(methods, Design) else Design.from_names(methods)
+    t = design.table
+    return t.loc[t["step"].isna(), "method"].tolist() if design.has_steps else []
 
 
 def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05, n_permutations: int = 10_000,
@@ -83,7 +80,7 @@ def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05,
 
     rows, tests, class_rows = [], [], []
     for split, ev in evaluations.items():
-        fams = families_of(ev.methods)
+        fams = families_of(ev.design)
         long = metric_frame(ev)
         registry = summary_metrics(ev.ks)
         # the rows of each (method, metric), in table order, split once (a mask per pair was most of the time)
@@ -97,7 +94,7 @@ def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05,
                 for m in registry:
                     vals = parts.get((method, m.name), none)["value"].to_numpy()
                     n = vals.size
-                    value = _summary_value(summ, m.key)
+                    value = float(get_key(summ, m.key))
                     lo = hi = math.nan
                     note = NO_INTERVAL.get(min(n, 2), "")
                     n_units = n

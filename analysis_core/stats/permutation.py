@@ -17,6 +17,14 @@ import numpy as np
 from ..options import check_int
 
 EXACT_PERMUTATION_MAX_N = 16  # 65 536 sign vectors
+DEFAULT_PERMUTATIONS = 10_000
+
+
+def default_permutations(n_tests: int, alpha: float, at_least: int = DEFAULT_PERMUTATIONS) -> int:
+    """Random permutations enough for Holm over ``n_tests`` tests to reach ``alpha``: the smallest
+    Monte Carlo p is 1 / (B + 1) and Holm multiplies the smallest by ``n_tests``, so B must exceed
+    ``n_tests / alpha``; twice that (a p-value at the floor is rare), and ``at_least``."""
+    return max(at_least, int(2 * max(n_tests, 1) / alpha) + 1)
 
 
 def sign_flip_p_values(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[np.ndarray, bool]:

@@ -126,4 +126,4 @@ def test_methods_without_a_step_are_never_a_training_curve():
     rep = build_report(ev, sweep_repeats=1)
     assert not {"checkpoints", "checkpoint_tests", "checkpoint_classes"} & set(rep.tables)
     assert not [f for f in rep.figures if "checkpoint" in f]
-    assert any("no method name ends in a step" in w for w in rep.warnings)
+    assert any("no method has a checkpoint step" in w for w in rep.warnings)

@@ -333,7 +333,7 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     """The main results table (methods x headline metrics, per split when the data have splits)
     in a double-column and a single-column variant; a dagger where the best differs from the
     runner-up by the paired test of that metric."""
-    from .export.paper_tables import significance_questions, summary_frame, summary_latex
+    from .export.paper_tables import runs_latex, significance_questions, summary_frame, summary_latex
 
     evals = {ev.split or "all": ev, **split_evals}
     frame = summary_frame(evals, alpha, unit=unit, seed=seed)
@@ -343,7 +343,12 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
                                "unit and n_units say what each interval is over.")
     questions = significance_questions(frame) + significance_questions(frame, single_column=True)
     answers = _best_vs_runner_up(evals, list(dict.fromkeys(questions)), alpha, seed, unit)
-    rep.latex["summary"] = summary_latex(frame, alpha, lambda *q: answers.get(q))
+    methods_tex = summary_latex(frame, alpha, lambda *q: answers.get(q))
+    if "run_summary" in rep.tables:  # replicate runs: the main table is over runs, per method beside it
+        rep.latex["summary"] = runs_latex(rep.tables["run_summary"], alpha, rep.tables.get("family_tests"))
+        rep.latex["summary_methods"] = methods_tex.replace(r"\label{tab:summary}", r"\label{tab:summary-methods}")
+    else:
+        rep.latex["summary"] = methods_tex
     rep.latex["summary_column"] = summary_latex(frame, alpha, lambda *q: answers.get(q), single_column=True)
 
 

@@ -183,11 +183,137 @@ def classes_latex(classes: pd.DataFrame, n: int = N_CLASSES, caption: str | None
     return to_latex(out, caption=cap, label="tab:classes")
 
 
+RUN_METRICS = ("map", "map_at_r", "r_precision", "precision_at_1")  # the run tables' LaTeX columns
+
+
+def _label_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["metric"].isin(RUN_METRICS)]
+
+
+def _wide(df: pd.DataFrame, keys: list[str], cell: Callable[[pd.Series], str]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per ``keys``, one raw LaTeX column per run metric (``cell(row)``)."""
+    part = _label_rows(df)
+    metrics = [m for m in RUN_METRICS if m in set(part["metric"])]
+    rows = []
+    for key, g in part.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip(keys, key, strict=True))
+        by = g.set_index("metric")
+        row |= {m: cell(by.loc[m]) if m in by.index else "--" for m in metrics}
+        rows.append(row)
+    return pd.DataFrame(rows), metrics
+
+
+def _run_values(df: pd.DataFrame, caption: str, label: str) -> str:
+    keys = [c for c in ("split", "family", "run", "step") if c in df.columns]
+    out, metrics = _wide(df, keys, lambda r: format_value(r["value"]))
+    out["step"] = [("--" if pd.isna(s) else str(int(s))) for s in out["step"]]
+    return to_latex(out, caption=caption, label=label, headers={m: metric_label(m, short=True) for m in metrics},
+                    keys=3, raw=tuple(metrics))
+
+
+def _mean_sd(r: pd.Series) -> str:
+    sd = r["sd"]
+    return format_value(r["mean"]) + (rf"{{\scriptsize$\pm${format_value(sd)}}}" if math.isfinite(sd) else "")
+
+
+def _run_summary(df: pd.DataFrame, caption: str, label: str) -> str:
+    return runs_latex(df, caption=caption, label=label)
+
+
+def runs_latex(summary: pd.DataFrame, alpha: float = 0.05, tests: pd.DataFrame | None = None,
+               caption: str | None = None, label: str = "tab:summary") -> str:
+    """The main results table with replicate runs: families (x split) by headline metric, ``mean
+    ± sd`` over runs and the number of runs; the best mean per column (per split) in bold; a dagger
+    where the family test (``tests``: unit run, Holm across family pairs) finds the best differs
+    from the runner-up at ``alpha``."""
+    out, metrics = _wide(summary, ["split", "family"], _mean_sd)
+    n = _label_rows(summary).groupby(["split", "family"], sort=False)["n_runs"].max()
+    out.insert(2, "runs", [int(n[(s, f)]) for s, f in zip(out["split"], out["family"], strict=True)])
+    marked = False
+    part_means = _label_rows(summary).set_index(["split", "family", "metric"])["mean"]
+    for split in dict.fromkeys(out["split"]):
+        rows = out.index[out["split"] == split]
+        for m in metrics:
+            means = {f: part_means.get((split, f, m), math.nan) for f in out.loc[rows, "family"]}
+            finite = {f: v for f, v in means.items() if math.isfinite(v)}
+            if len(finite) < 2:
+                continue
+            best = max(finite.values())
+            winners = [f for f, v in finite.items() if abs(v - best) <= 5e-5]
+            for i in rows:
+                f = out.at[i, "family"]
+                if f in winners:
+                    text = rf"\textbf{{{out.at[i, m]}}}"
+                    if tests is not None and len(winners) == 1:
+                        runner = max((v, g) for g, v in finite.items() if g != f)[1]
+                        t = tests[(tests["split"] == split) & (tests["metric"] == m)
+                                  & (((tests["family_a"] == f) & (tests["family_b"] == runner))
+                                     | ((tests["family_a"] == runner) & (tests["family_b"] == f)))]
+                        if len(t) and t["p_holm"].iloc[0] < alpha:
+                            text += r"$^\dagger$"
+                            marked = True
+                    out.at[i, m] = text
+    if out["split"].nunique() == 1:
+        out = out.drop(columns="split")
+    cap = caption or (rf"Main results over replicate runs: mean {{\scriptsize$\pm$sd}} over runs (runs: how many) "
+                      "at each run's reported checkpoint; best mean per column in bold."
+                      + (rf" $^\dagger$: the best family differs from the runner-up by the exact permutation test of "
+                         rf"run means, Holm across family pairs, $\alpha = {alpha:g}$ (unit: run)." if marked else
+                         " Unit: run."))
+    return to_latex(out, caption=TexCell(cap) if caption is None else caption, label=label,
+                    headers={m: metric_label(m, short=True) for m in metrics},
+                    keys=2 if "split" in out.columns else 1, raw=tuple(metrics))
+
+
+def _family_tests(df: pd.DataFrame, caption: str, label: str) -> str:
+    """Family comparisons: split and metric on every row, the difference with its interval, the
+    default test's p (Holm) and the probability of improvement with its interval."""
+    part = _label_rows(df)
+    keys = [c for c in ("split", "metric") if c in part.columns]
+    out = part[keys + ["family_a", "family_b", "mean_diff"]].copy()
+    out["metric"] = [metric_label(m, short=True) for m in out["metric"]]
+    out["interval"] = [_interval(lo, hi) for lo, hi in zip(part["ci_low"], part["ci_high"], strict=True)]
+    out["p_value"] = part["p_value"]
+    out["p_holm"] = part["p_holm"]
+    out["P(a>b)"] = [f"{format_value(v)} {_interval(lo, hi)}" for v, lo, hi in
+                     zip(part["prob_improvement"], part["pi_low"], part["pi_high"], strict=True)]
+    out["runs"] = [f"{int(a)}+{int(b)}" for a, b in zip(part["n_a"], part["n_b"], strict=True)]
+    few = int(part["note"].astype(str).str.startswith("too few").sum())
+    note = (f"{few} of {len(part)} comparisons rest on too few runs for the test to reach alpha: there the interval "
+            "is the answer." if few else None)
+    extra = "" if len(part) == len(df) else " mAP, MAP@R, R-Precision and P@1 here; every metric in the CSV file."
+    return to_latex(out, caption=caption + extra, label=label, headers=HEADERS, keys=len(keys) + 2, note=note)
+
+
+def _runs_needed(df: pd.DataFrame, caption: str, label: str) -> str:
+    part = _label_rows(df)
+    keys = [c for c in ("split",) if c in part.columns]
+    out = part[keys + ["metric", "run_sd", "n_runs"]].copy()
+    out["metric"] = [metric_label(m, short=True) for m in out["metric"]]
+    out["n_runs"] = [("--" if pd.isna(n) else str(int(n))) for n in part["n_runs"]]
+    if part["note"].astype(str).replace("nan", "").str.len().gt(0).any():
+        out["note"] = part["note"].fillna("")
+    return to_latex(out, caption=caption, label=label, headers={"run_sd": "run sd", "n_runs": "runs per family"},
+                    keys=len(keys) + 1)
+
+
+def _checkpoint_runs(df: pd.DataFrame, caption: str, label: str) -> str:
+    def cell(r: pd.Series) -> str:
+        half = (r["ci_high"] - r["ci_low"]) / 2
+        return _pm(r["mean"], half if math.isfinite(half) else None, r"\scriptsize")
+
+    out, metrics = _wide(df, ["split", "family", "step"], cell)
+    return to_latex(out, caption=caption, label=label, headers={m: metric_label(m, short=True) for m in metrics},
+                    keys=3, raw=tuple(metrics))
+
+
 COMPACT: dict[str, Callable[[pd.DataFrame, str, str], str]] = {
     "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
     "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
     "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df), "two_way_anova": _two_way,
-    "mixed_model": _mixed,
+    "mixed_model": _mixed, "runs": _run_values, "run_summary": _run_summary, "family_tests": _family_tests,
+    "runs_needed": _runs_needed, "checkpoint_runs": _checkpoint_runs,
 }
 
 

@@ -80,7 +80,8 @@ _TEX_UNICODE = {"−": "--", "–": "--", "—": "---", "ρ": r"$\rho$", "α": r
 
 # a plain two-column article (10 pt): column and text width, inter-column padding, in pt
 COLUMN_PT, TEXT_PT = 229.5, 469.0
-MAX_ROWS = 40  # longer tables: the first rows here, every row in the CSV twin
+MAX_ROWS = 40  # printed lines per float: a longer table continues in the next float
+MAX_FLOATS = 8  # floats per table; past them, the first rows and a note (the CSV twin has every row)
 
 
 # combining accents (Unicode NFD) as pdflatex's accent commands: é -> \'{e}, so that accented
@@ -180,7 +181,8 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     Numbers right-aligned (4 decimals, p-values by
     :func:`~analysis_core.export.number_format.format_p_tex`), text left-aligned, every special
     character escaped except in the ``raw`` columns (cells already in LaTeX: bold, marks, a value
-    with its half-width); past ``max_rows`` rows, the first ones and a note that the CSV has all."""
+    with its half-width); past ``max_rows`` printed lines the table continues in another float
+    ("(continued)"), up to :data:`MAX_FLOATS` floats; past those, a note that the CSV has every row."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     cols = list(df.columns)
@@ -188,7 +190,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     header = [tex_escape(headers.get(c) or metric_label(c, short=True)) for c in cols]
     align = ["r" if c in raw or (is_numeric_dtype(df[c]) and not is_bool_dtype(df[c])) else "l" for c in cols]
     p_cols = [is_p_column(c) for c in cols]
-    shown = df.iloc[:max_rows] if max_rows and len(df) > max_rows else df
+    shown = df.iloc[:max_rows * MAX_FLOATS] if max_rows and len(df) > max_rows * MAX_FLOATS else df
     is_raw = [c in raw for c in cols]
     rows = [[str(v) if r else _cell(v, p) for v, p, r in zip(row, p_cols, is_raw, strict=True)]
             for row in shown.itertuples(index=False)]
@@ -210,34 +212,50 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
         current.append(j)
     groups.append(sorted(current))
     # the printed lines (a wrapped cell takes several, every column group repeats the rows) stay
-    # within max_rows, so the float fits a page ("Float too large" otherwise)
+    # within max_rows per float, so each fits a page ("Float too large" otherwise): a longer table
+    # continues in further floats, up to MAX_FLOATS (LaTeX holds at most 18 unplaced floats)
+    pages = [rows]
     if max_rows:
         size_pt = {r"\small": 9.0, r"\footnotesize": 8.0}.get(size, 8.0)
-        heights = [max([math.ceil(_width_pt(r[i], size_pt) / WRAP_PT) for i, a in enumerate(align)
-                        if a.startswith("p{")] + [1]) for r in rows]
-        fit = int(np.searchsorted(np.cumsum(heights) * len(groups), max_rows, side="right"))
-        rows = rows[:max(fit, 1)]
+        heights = [len(groups) * max([math.ceil(_width_pt(r[i], size_pt) / WRAP_PT) for i, a in enumerate(align)
+                                      if a.startswith("p{")] + [1]) for r in rows]
+        page: list[list[str]] = []
+        pages, used = [], 0
+        for r, h in zip(rows, heights, strict=True):
+            if page and used + h > max_rows:
+                pages.append(page)
+                page, used = [], 0
+                if len(pages) == MAX_FLOATS:
+                    break
+            page.append(r)
+            used += h
+        if page and len(pages) < MAX_FLOATS:
+            pages.append(page)
     notes = [note] if note else []
-    if len(rows) < len(df):
-        notes.append(f"First {len(rows)} of {len(df)} rows; the CSV file holds every row.")
+    shown_rows = sum(len(p) for p in pages)
+    if shown_rows < len(df):
+        notes.append(f"First {shown_rows} of {len(df)} rows; the CSV file holds every row.")
     env = "table*" if star else "table"
-    lines = [rf"\begin{{{env}}}[htbp]", r"\centering", size]
-    if sep != 6.0:
-        lines.append(rf"\setlength{{\tabcolsep}}{{{sep:g}pt}}")
-    if caption:
-        lines.append(rf"\caption{{{caption if isinstance(caption, TexCell) else tex_escape(caption)}}}")
-    if label:
-        lines.append(rf"\label{{{label}}}")
-    for g, idx in enumerate(groups):
-        if g:
-            lines.append(r"\par\medskip")
-        lines += [rf"\begin{{tabular}}{{{''.join(align[i] for i in idx)}}}", r"\toprule",
-                  " & ".join(header[i] for i in idx) + r" \\", r"\midrule"]
-        lines += [" & ".join(r[i] for i in idx) + r" \\" for r in rows]
-        lines += [r"\bottomrule", r"\end{tabular}"]
-    if notes:
-        lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
-    lines += [rf"\end{{{env}}}", ""]
+    lines: list[str] = []
+    for k, page in enumerate(pages):
+        lines += [rf"\begin{{{env}}}[htbp]", r"\centering", size]
+        if sep != 6.0:
+            lines.append(rf"\setlength{{\tabcolsep}}{{{sep:g}pt}}")
+        if caption:
+            text = caption if isinstance(caption, TexCell) else tex_escape(caption)
+            lines.append(rf"\caption{{{text}{'' if k == 0 else ' (continued)'}}}")
+        if label and k == 0:
+            lines.append(rf"\label{{{label}}}")
+        for g, idx in enumerate(groups):
+            if g:
+                lines.append(r"\par\medskip")
+            lines += [rf"\begin{{tabular}}{{{''.join(align[i] for i in idx)}}}", r"\toprule",
+                      " & ".join(header[i] for i in idx) + r" \\", r"\midrule"]
+            lines += [" & ".join(r[i] for i in idx) + r" \\" for r in page]
+            lines += [r"\bottomrule", r"\end{tabular}"]
+        if notes and k == len(pages) - 1:
+            lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
+        lines += [rf"\end{{{env}}}", ""]
     return "\n".join(lines)
 
 

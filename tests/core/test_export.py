@@ -273,7 +273,16 @@ def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
     for name, df in (("long", long), ("wide", wide), ("uni", uni)):
         (tmp_path / f"{name}.tex").write_text(to_latex(df, caption=f"{name} ρ table", keys=1))
         texs.append(tmp_path / f"{name}.tex")
-    assert "First 40 of 2000 rows" in (tmp_path / "long.tex").read_text()
+    # a long table continues in further floats of 40 lines each, up to 8; past them the note
+    long_tex = (tmp_path / "long.tex").read_text()
+    assert "First 320 of 2000 rows" in long_tex and long_tex.count(r"\begin{table}") == 8
+    assert long_tex.count("(continued)") == 7 and long_tex.count(r"\label{") == 0
+    # 100 rows: every row kept (3 floats), no note
+    hundred = to_latex(long.iloc[:100], caption="hundred", label="tab:hundred", keys=1)
+    assert "First" not in hundred and hundred.count(r"\begin{table}") == 3 and hundred.count(r"\label{") == 1
+    assert sum(line.endswith(r"\\") for line in hundred.splitlines()) == 100 + 3  # rows + a header per float
+    (tmp_path / "hundred.tex").write_text(hundred)
+    texs.append(tmp_path / "hundred.tex")
     log = compile_two_column(texs, tmp_path)
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._reml import NO_DF, REML, QueryFold, absorbed, identifiable, woodbury
+from ._reml import NO_DF, REML, QueryFold, absorbed, identifiable, t_tests, woodbury
 from .variability import clean_values
 
 COMPONENTS = ("class", "class:method", "class:query")  # the random terms, in the order of ``gamma``
@@ -109,8 +109,6 @@ class ClassMixedFit:
 
     def result(self, alpha: float) -> ClassMixedModelResult:
         """The model's table with ``1 - alpha`` t intervals."""
-        from scipy import stats
-
         if self.why:
             t = pd.DataFrame({"term": self.terms, "coef": np.nan, "std_err": np.nan, "t": np.nan, "df": np.nan,
                               "p_value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": self.why,
@@ -118,13 +116,8 @@ class ClassMixedFit:
             return ClassMixedModelResult(t, *self.variances, False, list(self.warnings), self.n_obs, self.n_units)
         coef, se, df = self.coef, self.se, self.df
         assert coef is not None and se is not None and df is not None  # a fit (no why) has them
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = coef / se
-            half = stats.t.ppf(1 - alpha / 2, df) * se
-            p = 2 * stats.t.sf(np.abs(t), df)
-        table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, "t": t, "df": df, "p_value": p,
-                              "ci_low": coef - half, "ci_high": coef + half, "note": self.notes,
-                              "unit": "class", "n_units": self.n_units})
+        table = pd.DataFrame({"term": self.terms, "coef": coef, "std_err": se, **t_tests(coef, se, df, alpha),
+                              "note": self.notes, "unit": "class", "n_units": self.n_units})
         return ClassMixedModelResult(table, *self.variances, self.converged, list(self.warnings), self.n_obs,
                                      self.n_units)
 
@@ -166,7 +159,7 @@ def class_mixed_fit(df: pd.DataFrame, value: str = "ap") -> ClassMixedFit:
     warn = [f"class mixed model: the ({name}) variance cannot be told apart from another term in this design (e.g. "
             "every class has one query); it is left out (fixed at 0)." for k, name in enumerate(COMPONENTS)
             if not active[k]]
-    if absorbed(y, mcode, [g for g, on in zip(groupings, active) if on]):
+    if absorbed(y, mcode, [g for g, on in zip(groupings, active, strict=True) if on]):
         return undefined("undefined: the method effects and the random effects fit every value exactly (zero "
                          "residual variance); nothing is left to test them against.", warn)
     model = _ClassREML(y, ccode, qcode, mcode, len(methods), n_classes)

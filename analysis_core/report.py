@@ -31,7 +31,7 @@ from .figures.grouped_recall import grouped_recall_by_size_figure
 from .figures.histograms import histogram_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
-from .figures.runs import run_curves_figure, run_dots_figure
+from .figures.runs import run_curves_figure, run_dots_figure, variance_components_figure
 from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
@@ -42,7 +42,7 @@ from .stats.grouped_recall import grouped_recall
 from .stats.histograms import histogram_table
 from .stats.permutation import default_permutations
 from .stats.runs import GENERALISES as RUN_GENERALISES
-from .stats.runs import families_blocks, run_analysis
+from .stats.runs import families_blocks, run_analysis, run_models
 from .stats.variability import ap_frame, class_summary, metric_frame
 
 
@@ -317,6 +317,22 @@ def _runs(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: in
     rep.captions["runs_needed"] = (f"Runs per family a two-sided two-sample t test at alpha = {alpha:g} needs to "
                                    f"detect a difference of {opts.delta:g} with power 0.8, from the pooled sd of a "
                                    "run's value within families (run_sd).")
+    models = run_models({sp: e for sp, e in evals.items() if sp in set(ra.values["split"])}
+                        | ({opts.report_on: ev.within_split(opts.report_on)} if opts.report_on and
+                           opts.report_on not in evals else {}), ra)
+    rep.warnings += models.warnings
+    if len(models.pairs):
+        rep.tables["run_model"] = models.pairs
+        rep.captions["run_model"] = (
+            "Family differences by the hierarchical model value ~ family + (1 | family:run) + (1 | class) + "
+            "(1 | class:family) + (1 | query) on the per-query values of every run (REML; Satterthwaite t, as "
+            "lmerTest), Holm across family pairs; unit run.")
+        rep.tables["variance_components"] = models.components
+        rep.captions["variance_components"] = ("Where the variance of a per-query value comes from: run within family, "
+                                               "class, class x family, query and residual (share of the total), "
+                                               "from the hierarchical model.")
+        for sp in dict.fromkeys(models.components["split"]):
+            rep.figures[f"variance_components__{sp}"] = variance_components_figure(models.components, sp)
     if len(ra.curves):
         rep.tables["checkpoint_runs"] = ra.curves
         rep.captions["checkpoint_runs"] = (f"Every summary metric per family and checkpoint: mean over runs with a "

@@ -104,3 +104,24 @@ def run_curves_figure(curves: pd.DataFrame, split: str, metrics: tuple[str, ...]
     if len(steps) <= 12:
         fig.update_xaxes(tickmode="array", tickvals=steps, ticktext=[str(int(s)) for s in steps])
     return fig
+
+
+def variance_components_figure(components: pd.DataFrame, split: str, title: str | None = None) -> go.Figure:
+    """Per metric, the share of each variance component as a stacked horizontal bar."""
+    from ..metrics.registry import label as metric_label
+
+    part = components[components["split"] == split]
+    metrics = list(dict.fromkeys(part["metric"]))
+    names = list(dict.fromkeys(part["component"]))
+    traces = []
+    for j, comp in enumerate(names):
+        rows = part[part["component"] == comp].set_index("metric").reindex(metrics)
+        traces.append(go.Bar(y=[metric_label(m, short=True) for m in metrics],
+                             x=rows["share"].fillna(0).to_numpy(), orientation="h", name=plot_text(comp),
+                             marker=dict(color=PALETTE[j % len(PALETTE)]),
+                             customdata=rows["sd"].to_numpy(),
+                             hovertemplate=f"{plot_text(comp)}: %{{x:.1%}} of the variance (sd %{{customdata:.4f}})"
+                                           "<extra></extra>"))
+    layout = base_layout(title or f"Where the variance comes from ({plot_text(split)})", aspect=0.15 + 0.1 * len(metrics))
+    return figure(traces, layout, barmode="stack", xaxis=dict(title="share of the variance", range=[0, 1],
+                                                                 tickformat=".0%"))

@@ -152,7 +152,8 @@ class Design:
         return cls(_frame(rows), source)
 
     @classmethod
-    def of(cls, design: Design | pd.DataFrame | Mapping[str, Any] | str | Path | None, methods: Iterable[str]) -> Design:
+    def of(cls, design: Design | pd.DataFrame | Mapping[str, Any] | str | Path | None,
+           methods: Iterable[str]) -> Design:
         """``design`` for ``methods`` (from their names when None; a Design restricted to them)."""
         methods = list(methods)
         if design is None:

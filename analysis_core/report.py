@@ -29,9 +29,9 @@ from .figures.error_reject import erc_figure
 from .figures.generalization import generalization_figure
 from .figures.grouped_recall import grouped_recall_by_size_figure
 from .figures.histograms import histogram_figure
+from .figures.runs import run_curves_figure, run_dots_figure, variance_components_figure
 from .figures.style import plot_text
 from .figures.variability import ap_by_class_figure, paired_differences_figure, pr_bands_figure, tukey_figure
-from .figures.runs import run_curves_figure, run_dots_figure, variance_components_figure
 from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
@@ -483,7 +483,9 @@ def _variability(rep: Report, ev: Evaluation, alpha: float, band_kind: str, per_
         rep.captions["mixed_model"] = mixed_caption(res.mixed)
     if res.paired is not None:
         rep.tables["paired_tests"] = res.paired
-        rep.captions["paired_tests"] = _comparison_caption(res)
+        rep.captions["paired_tests"] = _comparison_caption(res) + (
+            " With replicate runs these compare trained models (for these trained models): the family comparisons "
+            "with the run as unit are in family_tests." if ev.design.has_runs else "")
         rep.figures["paired_differences"] = paired_differences_figure(res.paired[res.paired["metric"] == "map"])
 
 

@@ -256,7 +256,7 @@ def runs_latex(summary: pd.DataFrame, alpha: float = 0.05, tests: pd.DataFrame |
                     out.at[i, m] = text
     if out["split"].nunique() == 1:
         out = out.drop(columns="split")
-    cap = caption or (rf"Main results over replicate runs: mean {{\scriptsize$\pm$sd}} over runs (runs: how many) "
+    cap = caption or (r"Main results over replicate runs: mean {\scriptsize$\pm$sd} over runs (runs: how many) "
                       "at each run's reported checkpoint; best mean per column in bold."
                       + (rf" $^\dagger$: the best family differs from the runner-up by the exact permutation test of "
                          rf"run means, Holm across family pairs, $\alpha = {alpha:g}$ (unit: run)." if marked else
@@ -308,12 +308,27 @@ def _checkpoint_runs(df: pd.DataFrame, caption: str, label: str) -> str:
                     keys=3, raw=tuple(metrics))
 
 
+def _checkpoints(df: pd.DataFrame, caption: str, label: str) -> str:
+    """Checkpoints: one row per (split, curve, step), the run metrics as value with its interval's
+    half-width; every metric in the CSV file."""
+    def cell(r: pd.Series) -> str:
+        half = (r["ci_high"] - r["ci_low"]) / 2
+        return _pm(r["value"], half if math.isfinite(half) else None, r"\scriptsize")
+
+    out, metrics = _wide(df, ["split", "family", "step"], cell)
+    extra = ("" if set(df["metric"]) <= set(RUN_METRICS)
+             else " mAP, MAP@R, R-Precision and P@1 here; every metric in the CSV file.")
+    return to_latex(out, caption=caption + extra, label=label,
+                    headers={m: metric_label(m, short=True) for m in metrics} | {"family": "curve"}, keys=3,
+                    raw=tuple(metrics))
+
+
 COMPACT: dict[str, Callable[[pd.DataFrame, str, str], str]] = {
     "tukey_hsd": _posthoc, "games_howell": _posthoc, "pr_band": _pr_band, "erc": _erc, "histograms": _histograms,
     "class_sweep": _class_sweep, "generalization": _generalization, "paired_tests": _paired,
     "grouped_recall": _grouped, "classes": lambda df, cap, label: classes_latex(df), "two_way_anova": _two_way,
     "mixed_model": _mixed, "runs": _run_values, "run_summary": _run_summary, "family_tests": _family_tests,
-    "runs_needed": _runs_needed, "checkpoint_runs": _checkpoint_runs,
+    "runs_needed": _runs_needed, "checkpoint_runs": _checkpoint_runs, "checkpoints": _checkpoints,
 }
 
 

@@ -82,6 +82,8 @@ _TEX_UNICODE = {"−": "--", "–": "--", "—": "---", "ρ": r"$\rho$", "α": r
 COLUMN_PT, TEXT_PT = 229.5, 469.0
 MAX_ROWS = 40  # printed lines per float: a longer table continues in the next float
 MAX_FLOATS = 8  # floats per table; past them, the first rows and a note (the CSV twin has every row)
+GROUP_LINES = 4  # lines a column group adds besides its rows (header, rules, the skip before it)
+MIN_GROUP_ROWS = 5  # rows a column group shows at least in one float (else its groups go to several floats)
 
 
 # combining accents (Unicode NFD) as pdflatex's accent commands: é -> \'{e}, so that accented
@@ -211,33 +213,39 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
             current = list(key_cols)
         current.append(j)
     groups.append(sorted(current))
-    # the printed lines (a wrapped cell takes several, every column group repeats the rows) stay
-    # within max_rows per float, so each fits a page ("Float too large" otherwise): a longer table
-    # continues in further floats, up to MAX_FLOATS (LaTeX holds at most 18 unplaced floats)
-    pages = [rows]
+    # the printed lines (a wrapped cell takes several, every column group repeats the rows, each
+    # group adds its header and rules) stay within max_rows per float, so each fits a page ("Float
+    # too large" otherwise): a longer table continues in further floats — rows, and for a table of
+    # many column groups the groups too — up to MAX_FLOATS (LaTeX holds at most 18 unplaced floats)
+    per_float = len(groups)  # column groups in one float
+    pages: list[list[list[str]]] = [rows]
     if max_rows:
+        per_float = max(1, min(len(groups), max_rows // (GROUP_LINES + MIN_GROUP_ROWS)))
+        budget = max(1, max_rows // per_float - GROUP_LINES)  # printed lines of rows per group and float
         size_pt = {r"\small": 9.0, r"\footnotesize": 8.0}.get(size, 8.0)
-        heights = [len(groups) * max([math.ceil(_width_pt(r[i], size_pt) / WRAP_PT) for i, a in enumerate(align)
-                                      if a.startswith("p{")] + [1]) for r in rows]
+        heights = [max([math.ceil(_width_pt(r[i], size_pt) / WRAP_PT) for i, a in enumerate(align)
+                        if a.startswith("p{")] + [1]) for r in rows]
+        n_group_floats = -(-len(groups) // per_float)
         page: list[list[str]] = []
         pages, used = [], 0
         for r, h in zip(rows, heights, strict=True):
-            if page and used + h > max_rows:
+            if page and used + h > budget:
                 pages.append(page)
                 page, used = [], 0
-                if len(pages) == MAX_FLOATS:
+                if (len(pages) + 1) * n_group_floats > MAX_FLOATS:
                     break
             page.append(r)
             used += h
-        if page and len(pages) < MAX_FLOATS:
+        if page and (len(pages) + 1) * n_group_floats <= MAX_FLOATS:
             pages.append(page)
     notes = [note] if note else []
     shown_rows = sum(len(p) for p in pages)
     if shown_rows < len(df):
         notes.append(f"First {shown_rows} of {len(df)} rows; the CSV file holds every row.")
     env = "table*" if star else "table"
+    floats = [(page, groups[g:g + per_float]) for page in pages for g in range(0, len(groups), per_float)]
     lines: list[str] = []
-    for k, page in enumerate(pages):
+    for k, (page, float_groups) in enumerate(floats):
         lines += [rf"\begin{{{env}}}[htbp]", r"\centering", size]
         if sep != 6.0:
             lines.append(rf"\setlength{{\tabcolsep}}{{{sep:g}pt}}")
@@ -246,14 +254,14 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
             lines.append(rf"\caption{{{text}{'' if k == 0 else ' (continued)'}}}")
         if label and k == 0:
             lines.append(rf"\label{{{label}}}")
-        for g, idx in enumerate(groups):
+        for g, idx in enumerate(float_groups):
             if g:
                 lines.append(r"\par\medskip")
             lines += [rf"\begin{{tabular}}{{{''.join(align[i] for i in idx)}}}", r"\toprule",
                       " & ".join(header[i] for i in idx) + r" \\", r"\midrule"]
             lines += [" & ".join(r[i] for i in idx) + r" \\" for r in page]
             lines += [r"\bottomrule", r"\end{tabular}"]
-        if notes and k == len(pages) - 1:
+        if notes and k == len(floats) - 1:
             lines.append(r"\par\smallskip{\footnotesize " + tex_escape(" ".join(notes)) + "}")
         lines += [rf"\end{{{env}}}", ""]
     return "\n".join(lines)

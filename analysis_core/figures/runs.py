@@ -88,7 +88,8 @@ def run_curves_figure(curves: pd.DataFrame, split: str, metrics: tuple[str, ...]
             if len(banded):
                 x = banded["step"].to_numpy()
                 traces.append(go.Scatter(x=np.concatenate([x, x[::-1]]),
-                                         y=np.concatenate([banded["ci_high"].to_numpy(), banded["ci_low"].to_numpy()[::-1]]),
+                                         y=np.concatenate([banded["ci_high"].to_numpy(),
+                                                           banded["ci_low"].to_numpy()[::-1]]),
                                          fill="toself", fillcolor=rgba(col, 0.18), line=dict(width=0), mode="lines",
                                          legendgroup=name, showlegend=False, hoverinfo="skip"))
                 cells.append(cell)
@@ -122,6 +123,7 @@ def variance_components_figure(components: pd.DataFrame, split: str, title: str 
                              customdata=rows["sd"].to_numpy(),
                              hovertemplate=f"{plot_text(comp)}: %{{x:.1%}} of the variance (sd %{{customdata:.4f}})"
                                            "<extra></extra>"))
-    layout = base_layout(title or f"Where the variance comes from ({plot_text(split)})", aspect=0.15 + 0.1 * len(metrics))
+    layout = base_layout(title or f"Where the variance comes from ({plot_text(split)})",
+                         aspect=0.15 + 0.1 * len(metrics))
     return figure(traces, layout, barmode="stack", xaxis=dict(title="share of the variance", range=[0, 1],
                                                                  tickformat=".0%"))

@@ -70,7 +70,8 @@ class RunAnalysis:
     ``summary``: split, family, metric, label, mean, sd, ci_low, ci_high, n_runs, runs, unit, n_units, note;
     ``tests``: split, metric, label, family_a, family_b, n_a, n_b, mean_a, mean_b, mean_diff
     (a - b), ci_low, ci_high (Welch), df, p_welch, p_permutation, n_reassignments, p_min (the
-    smallest p the permutation test can give with these run counts), p_value (the default test's), p_holm, test, prob_improvement, pi_low, pi_high, unit, n_units, note;
+    smallest p the permutation test can give with these run counts), p_value (the default test's),
+    p_holm, test, prob_improvement, pi_low, pi_high, unit, n_units, note;
     ``curves``: split, family, step, metric, label, mean, sd, ci_low, ci_high, n_runs;
     ``selection``: family, run, method, step, select_on, select_metric, report_on (with select_on).
     """
@@ -226,8 +227,8 @@ def _summary(vals: pd.DataFrame, alpha: float) -> pd.DataFrame:
 
 
 TEST_COLUMNS = ["split", "metric", "label", "family_a", "family_b", "n_a", "n_b", "mean_a", "mean_b", "mean_diff",
-                "ci_low", "ci_high", "df", "p_welch", "p_permutation", "n_reassignments", "p_min", "p_value", "p_holm", "test",
-                "prob_improvement", "pi_low", "pi_high", "unit", "n_units", "note"]
+                "ci_low", "ci_high", "df", "p_welch", "p_permutation", "n_reassignments", "p_min", "p_value", "p_holm",
+                "test", "prob_improvement", "pi_low", "pi_high", "unit", "n_units", "note"]
 
 
 def _tests(vals: pd.DataFrame, alpha: float, n_permutations: int, seed: int) -> pd.DataFrame:

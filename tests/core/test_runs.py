@@ -240,3 +240,35 @@ def test_cli_design_check_report_tables_and_summary_json(tmp_path):
     r = run_cli("report", tmp_path / "d.npz", "--design", design, "--out", tmp_path / "rep2", "--format", "",
                 "--select-on", "train", "--report-on", "test", "--quiet")
     assert r.returncode == 2 and "no split column" in r.stderr
+
+
+def test_a_runs_report_keeps_every_checkpoint_row_in_latex_and_compiles(tmp_path):
+    """3 families x 3 runs x 4 checkpoints x 3 splits: the checkpoint table's LaTeX has every
+    (split, curve, step) row — test_unseen included (it was cut) — and every table compiles."""
+    import shutil
+
+    from analysis_core.export.paper_tables import paper_latex
+    from analysis_core.report import build_report, write_report
+
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(9), 8)
+    split = np.array(["train", "test_seen", "test_unseen"])[np.minimum(y // 3, 2)]
+    base = rng.normal(size=(72, 6)) * 0.5 + 1.2 * rng.normal(size=(9, 6))[y]
+    X = {f"{f}_seed{s}_e{e}": base * (1 + e) / 11 + rng.normal(0, 0.6, base.shape)
+         for f in ("proxy", "triplet", "ms") for s in range(3) for e in (0, 1, 3, 10)}
+    ev = evaluate(X, y, split=split)
+    rep = build_report(ev, sweep_repeats=1)
+    tex = paper_latex("checkpoints", rep.tables["checkpoints"], rep.captions["checkpoints"])
+    rows = [r for r in tex.splitlines() if r.endswith(r"\\") and not r.startswith("split")]
+    keys = {tuple(c.strip() for c in r.split("&")[:3]) for r in rows}  # wide: several column groups
+    assert len(keys) == 3 * 36 and sum(k[0] == r"test\_\allowbreak{}unseen" for k in keys) == 36
+    assert "First" not in tex
+    assert {"family_tests", "run_summary", "runs", "checkpoint_runs", "variance_components"} <= set(rep.tables)
+    curves = rep.tables["checkpoint_runs"]
+    assert set(curves["split"]) == {"all", "train", "test_seen", "test_unseen"} and (curves["n_runs"] == 3).all()
+    write_report(ev, rep, tmp_path / "rep", formats=())
+    if shutil.which("pdflatex"):
+        from tests.core.test_export import compile_two_column
+
+        log = compile_two_column(sorted((tmp_path / "rep" / "tables").glob("*.tex")), tmp_path)
+        assert "Float too large" not in log

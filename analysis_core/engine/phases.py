@@ -177,7 +177,7 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     return out, _total(a[2] for a in acc).sum(axis=1), tile_sums
 
 
-def group_arrays(setup: Setup) -> tuple[np.ndarray, ...]:
+def group_arrays(setup: Setup) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The item groups as the kernels take them: (offsets per vector, class code, query flag,
     gallery flag, item count, first item position) (see :class:`~.setup.Setup`)."""
     return (setup.group_offsets, setup.group_label, setup.group_is_query, setup.group_is_gallery,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
 #: blocks of up to this many ranks are summed term by term; longer ones in closed form
 #: (:func:`_affine_over_ranks`), so a query's cost is its number of tie blocks, not their size
 SUMMED_RANKS = 64

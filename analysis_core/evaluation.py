@@ -158,12 +158,34 @@ class Evaluation:
                            f"in {n_bins} bins: with so few pairs per bin the histograms look disjoint even where the "
                            "scores overlap (JSD is biased towards 1); read it with care, or compare the mean "
                            "positive and negative similarities.")
+        for m in self.methods:
+            note = self.collapse_note(m)
+            if note:
+                out.append(note)
         for m, g in (self.grouped or {}).items():
             n_groups = int(g.table["n_groups"].min()) if len(g.table) else 0
             if n_groups < 2:
                 out.append(f"{m}: grouped recall undefined: groups of {g.group_size} classes make {n_groups} "
                            "group(s) with a positive, and its interval needs two; use a smaller group size.")
         return out
+
+    def collapse_note(self, method: str) -> str | None:
+        """A warning when ``method`` maps its items to few distinct vectors (a collapsed
+        embedding, common early in training): to one, or to at most one per
+        :data:`COLLAPSED_ITEMS_PER_VECTOR` items; else None. Vectors are counted as the engine
+        scores them (cosine: after normalisation, so multiples of one vector are one)."""
+        k = int(self.results[self._known(method)].n_unique_vectors)
+        n = int(self.rows.size)
+        if not (k < n and k <= max(1, n // COLLAPSED_ITEMS_PER_VECTOR)):
+            return None
+        how = " (after cosine normalisation)" if self.similarity == "cosine" else ""
+        if k == 1:
+            return (f"{method}: all {n:,} items map to 1 distinct vector{how}, a collapsed embedding: every "
+                    "query's gallery is one tie, so every metric is that of a random ranking (its expectation "
+                    "over the order of tied items).")
+        return (f"{method}: all {n:,} items map to {k:,} distinct vectors{how}, a collapsed embedding: items that "
+                "share a vector tie, and the metrics are expectations over the order of tied items (mAP- and mAP+ "
+                "bound them).")
 
     def jsd_is_rough(self, method: str) -> bool:
         """Whether ``method``'s JSD rests on fewer than :data:`JSD_MIN_PAIRS_PER_BIN` pairs per
@@ -382,6 +404,10 @@ def _flatten_summary(s: dict) -> dict[str, float]:
         out[f"{key}_high"] = iv["high"]
     return out
 
+
+#: an embedding with at most one distinct vector per this many items (or a single one) is
+#: reported as collapsed (:meth:`Evaluation.collapse_note`)
+COLLAPSED_ITEMS_PER_VECTOR = 100
 
 #: below this many pairs per histogram bin (of the scarcer kind) JSD is flagged as biased upwards:
 #: the empirical histograms of two samples from one distribution then differ by chance

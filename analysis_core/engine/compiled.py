@@ -51,7 +51,7 @@ def load(probe_blas: bool = True) -> None:
             linalg.ensure_blas = probe
     from .positives import distinct_thresholds
 
-    distinct_thresholds(np.zeros(1, np.float32), np.array([0, 1], np.int64))
+    distinct_thresholds(np.zeros(1, np.float32), np.zeros(0, np.int64), np.array([0, 1], np.int64))
 
 
 def _load_quietly(probe_blas: bool) -> None:

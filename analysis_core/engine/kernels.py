@@ -3,10 +3,12 @@ role case (numba, cached on disk, GIL released).
 
 Layout shared by all kernels (built by :func:`analysis_core.engine.setup.prepare`):
 
-* unique vectors are the rows/columns of the similarity tiles; ``uptr[u]:uptr[u+1]`` are the
-  positions (in canonical item order) of the items whose vector is ``u``;
-* per item position ``p``: ``lab[p]`` class code, ``isq[p]``/``isg[p]`` query / gallery flags,
-  ``slot[p]`` its query slot (or -1);
+* unique vectors are the rows/columns of the similarity tiles; the items of vector ``u`` form the
+  item groups ``gptr[u]:gptr[u+1]`` (items with one class code and the same roles), each with
+  its class code ``glab``, query / gallery flags ``gq``/``gg``, item count ``gn`` and first item
+  position ``gitem`` (:class:`~.setup.Setup`); only a group's first item is a ranked query;
+* per item position ``p``: ``slot[p]`` its query slot (or -1), ``qmin[p]`` its lowest positive
+  score (+inf: not ranked);
 * per query slot ``s``: its distinct positive scores ``uvals[uoff[s]:uoff[s+1]]`` ascending, with
   multiplicities ``ur``; ``gt``/``eq`` count the negatives above / equal to each of them.
 
@@ -66,44 +68,55 @@ def _fixed(x, fx):
 
 
 @njit(cache=True, nogil=True)
-def _pair_items(x, k, ua, ub, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist, count_pairs, sums,
-                qh, qs, fx):
-    """Slow path for unique vectors shared by several items (exact duplicates). With per-query
-    accumulators (``qh.shape[0] > 0``), each (query of the block, gallery item) pair is also
-    added to that query's histogram ``qh[slot, same, bin]`` and fixed-point sums ``qs[slot, same]``."""
+def _pair_items(x, k, ua, ub, gptr, glab, gq, gg, gn, gitem, slot, uoff, uvals, qmin, gt, eq, hist, count_pairs,
+                sums, qh, qs, fx):
+    """Slow path for vectors shared by several items (exact duplicates): the pairs of vectors ua
+    and ub (score x, bin k) per pair of item groups (see :class:`~.setup.Setup`), each standing
+    for the product of their counts (a group with itself: its items' pairs), so a collapsed
+    embedding costs its groups, not its items, squared. A group's ranked query (its first item,
+    ``slot >= 0``) gets one count per gallery item of the other group. With per-query accumulators
+    (``qh.shape[0] > 0``), each (query, gallery item) pair is also added to that query's histogram
+    ``qh[slot, same, bin]`` and fixed-point sums ``qs[slot, same]``."""
     per_query = qh.shape[0] > 0
-    for p in range(uptr[ua], uptr[ua + 1]):
-        for q in range(p + 1 if ua == ub else uptr[ub], uptr[ub + 1]):
-            qp = isq[p] and isg[q]
-            pq = isq[q] and isg[p]
+    for g in range(gptr[ua], gptr[ua + 1]):
+        for h in range(g if ua == ub else gptr[ub], gptr[ub + 1]):
+            qp = gq[g] != 0 and gg[h] != 0  # g's items rank h's
+            pq = gq[h] != 0 and gg[g] != 0 and g != h  # h's rank g's (within one group: the same pairs)
             if not (qp or pq):
                 continue
-            same = lab[p] == lab[q]
+            # pairs, and gallery items each of g's (h's) queries ranks in the other group
+            if g == h:
+                n_pairs = gn[g] * (gn[g] - 1) // 2
+                to_g, to_h = gn[g] - 1, 0
+            else:
+                n_pairs = gn[g] * gn[h]
+                to_g, to_h = gn[h], gn[g]
+            if n_pairs == 0:
+                continue
+            same = glab[g] == glab[h]
+            sg = slot[gitem[g]]
+            sh = slot[gitem[h]]
             if per_query:
                 s_ = np.int64(same)
-                if qp and slot[p] >= 0:
-                    qh[slot[p], s_, k] += 1
-                    qs[slot[p], s_] += _fixed(x, fx)
-                if pq and slot[q] >= 0:
-                    qh[slot[q], s_, k] += 1
-                    qs[slot[q], s_] += _fixed(x, fx)
-            if same:
-                if count_pairs:
-                    hist[1, 0, k] += 1
-                    sums[0] += x
-            else:
-                if count_pairs:
-                    hist[0, 0, k] += 1
-                    sums[1] += x
-                if qp and x >= qmin[p]:
-                    bump(slot[p], x, uoff, uvals, gt, eq)
-                if pq and x >= qmin[q]:
-                    bump(slot[q], x, uoff, uvals, gt, eq)
+                if qp and sg >= 0:
+                    qh[sg, s_, k] += to_g
+                    qs[sg, s_] += _fixed(x, fx) * to_g
+                if pq and sh >= 0:
+                    qh[sh, s_, k] += to_h
+                    qs[sh, s_] += _fixed(x, fx) * to_h
+            if count_pairs:
+                hist[0 if not same else 1, 0, k] += n_pairs
+                sums[1 if not same else 0] += x * n_pairs
+            if not same:
+                if qp and x >= qmin[gitem[g]]:
+                    bump(sg, x, uoff, uvals, gt, eq, to_g)
+                if pq and x >= qmin[gitem[h]]:
+                    bump(sh, x, uoff, uvals, gt, eq, to_h)
 
 
 @njit(cache=True, nogil=True)
-def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ulab, uq, ug, uslot, uqmin,
-               gt, eq, hist, lo, inv_width, sums, count_pairs, qh, qs, fx):
+def count_tile(S, a0, b0, diag, gptr, glab, gq, gg, gn, gitem, slot, uoff, uvals, qmin, ulab, uq, ug, uslot,
+               uqmin, gt, eq, hist, lo, inv_width, sums, count_pairs, qh, qs, fx):
     """Phase 2: for tile S (unique rows a0.., columns b0..), rank every negative against its
     query's positive scores (both directions of the pair), and bin every counted pair.
 
@@ -130,7 +143,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
             for b in range(a if diag else 0, nb):
                 x = row[b]
                 k = min(max(int((x - lo) * inv_width), 0), top)
-                _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
+                _pair_items(x, k, ua, b0 + b, gptr, glab, gq, gg, gn, gitem, slot, uoff, uvals, qmin, gt, eq, hist,
                             count_pairs, sums, qh, qs, fx)
             continue
         qa = uq[ua]
@@ -180,7 +193,7 @@ def count_tile(S, a0, b0, diag, uptr, lab, isq, isg, slot, uoff, uvals, qmin, ul
                 continue
             x = row[b]
             k = min(max(int((x - lo) * inv_width), 0), top)
-            _pair_items(x, k, ua, b0 + b, uptr, lab, isq, isg, slot, uoff, uvals, qmin, gt, eq, hist,
+            _pair_items(x, k, ua, b0 + b, gptr, glab, gq, gg, gn, gitem, slot, uoff, uvals, qmin, gt, eq, hist,
                         count_pairs, sums, qh, qs, fx)
 
 

@@ -63,8 +63,11 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
     slot = np.full(setup.n, -1, np.int64)
     slot[setup.query_positions[chunk_q]] = np.arange(chunk_q.size)
     toff = np.zeros(chunk_q.size + 1, np.int64)
-    np.cumsum(setup.n_positives[chunk_q], out=toff[1:])
+    np.cumsum(setup.n_entries[chunk_q], out=toff[1:])
     thr = np.empty(int(toff[-1]), setup.dtype)
+    # weights only where a vector holds a group of several items (else every weight is 1)
+    weighted = setup.group_count.size < setup.n or bool((setup.group_count > 1).any())
+    thw = np.empty(thr.size if weighted else 0, np.int64)
     fill = np.zeros(chunk_q.size, np.int64)
     fill_lock = threading.Lock()
     keep_max = KEEP_TILES_MB * 2**20 // (TILE * TILE * setup.dtype.itemsize)
@@ -77,15 +80,14 @@ def phase1(setup: Setup, tiles: Tiles, c0: int, c1: int, pos_tiles, workers: Wor
         if S is None:
             S = tiles(i, j) if keep else tiles(i, j, out=bufs[w])
         with fill_lock:
-            collect_positive_scores(S, i * TILE, j * TILE, i == j, setup.vector_offsets, setup.labels,
-                                      setup.is_query, setup.is_gallery, slot, toff, fill, thr)
+            collect_positive_scores(S, i * TILE, j * TILE, i == j, *group_arrays(setup), slot, toff, fill, thr, thw)
             if keep and kept is not None:  # keep implies kept
                 kept[ij] = S
 
     workers.run([[p] for p in pos_tiles], collect, "positives")
     # hit rates only: each query's top positive block, which is all they depend on (no sort, and
     # phase 2 ranks only the negatives reaching it)
-    uvals, ur, uoff = (top_thresholds if setup.hit_rates_only else distinct_thresholds)(thr, toff)
+    uvals, ur, uoff = (top_thresholds if setup.hit_rates_only else distinct_thresholds)(thr, thw, toff)
     return Thresholds(c0, c1, chunk_q, uvals, ur, uoff)
 
 
@@ -136,9 +138,8 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
         st = setup
         vl, vq, vg = st.vector_label, st.vector_is_query, st.vector_is_gallery
         if st.tile_has_shared_vector[i] or st.tile_has_shared_vector[j] or st.kernel == "general":
-            K.count_tile(S, a0, b0, i == j, st.vector_offsets, st.labels, st.is_query, st.is_gallery, slot, uoff,
-                         uvals, qmin, vl, vq, vg, uslot, uqmin, gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0],
-                         qacc[w][1], st.fixed_point_scale)
+            K.count_tile(S, a0, b0, i == j, *group_arrays(st), slot, uoff, uvals, qmin, vl, vq, vg, uslot, uqmin,
+                         gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale)
         else:
             search = st.kernel == "search"  # else the queries are ranked by rank_tile, after binning
             if not st.per_query_pairs and one_direction_tile(st, i, j):
@@ -174,6 +175,13 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
         out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
         q0, v0 = q1, v1
     return out, _total(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def group_arrays(setup: Setup) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The item groups as the kernels take them: (offsets per vector, class code, query flag,
+    gallery flag, item count, first item position) (see :class:`~.setup.Setup`)."""
+    return (setup.group_offsets, setup.group_label, setup.group_is_query, setup.group_is_gallery,
+            setup.group_count, setup.group_item)
 
 
 def _total(arrays: Iterable[np.ndarray]) -> np.ndarray:

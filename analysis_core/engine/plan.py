@@ -87,8 +87,9 @@ def partition(setup: Setup, n_blocks: int, memory_mb: int) -> list[tuple[int, in
 
 
 def tile_entries(setup: Setup) -> np.ndarray:
-    """Positive-list entries (sum of R) of the queries of each row tile."""
-    return np.bincount(setup.query_tile, weights=setup.n_positives, minlength=setup.n_tiles)
+    """Positive-list entries of the queries of each row tile (sum of R when every vector is one item;
+    a group of duplicates is one weighted entry, :attr:`~.setup.Setup.n_entries`)."""
+    return np.bincount(setup.query_tile, weights=setup.n_entries, minlength=setup.n_tiles)
 
 
 def _query_tiles(setup: Setup, c0: int, c1: int) -> np.ndarray:

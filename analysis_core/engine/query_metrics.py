@@ -1,5 +1,10 @@
 """Phase 3, compiled: a query's positive tie blocks rebuilt from its phase-2 counts, and every
-per-query metric evaluated on them (definitions in :mod:`analysis_core.metrics.tie_blocks`)."""
+per-query metric evaluated on them (definitions in :mod:`analysis_core.metrics.tie_blocks`).
+
+numba's on-disk cache of this module holds the tie-block kernels compiled into it, and is
+invalidated only when this file changes (not when :mod:`~analysis_core.metrics.tie_blocks` does):
+a change there needs a change here (this note was last edited for the closed-form sums over a
+tie block's ranks, ``tie_blocks.SUMMED_RANKS``)."""
 
 from __future__ import annotations
 

@@ -105,8 +105,12 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
     if order.size and (np.diff(keys[order], axis=0) == 0).all(axis=1).any():
         raise RuntimeError("internal error: a tile was binned twice")
     sums = sums[order]
+    if setup.query_expand is not None:  # every query of a group has its ranked query's results
+        e = setup.query_expand
+        values, curves = values[e], curves[e]
+        qhist, qsum = (None, None) if qhist is None or qsum is None else (qhist[e], qsum[e])
     return PassResult(
-        query_items=setup.items[setup.query_positions], values=values, columns=setup.columns, pr_curves=curves,
+        query_items=setup.items[setup.all_query_positions], values=values, columns=setup.columns, pr_curves=curves,
         recall_grid=np.arange(setup.n_recall) / (setup.n_recall - 1),
         hist_edges=np.linspace(setup.score_lo, setup.score_hi, setup.n_bins + 1),
         hist_pos=hist[1], hist_neg=hist[0], sum_pos=math.fsum(sums[:, 0].tolist()),

@@ -37,12 +37,26 @@ class Setup:
     labels: np.ndarray  # class code per item position
     is_query: np.ndarray  # per item position
     is_gallery: np.ndarray
-    query_positions: np.ndarray  # item positions of the queries, in query order
+    query_positions: np.ndarray  # item positions of the queries the pass ranks (one per query group), ascending
     n_positives: np.ndarray  # R of each query: same-class gallery items other than itself
+    n_entries: np.ndarray  # phase-1 positive-list entries of each query: the same-class gallery groups it sees
     query_tile: np.ndarray  # row tile of each query
     score_lo: float  # histogram range
     score_hi: float
     n_bins: int
+    # item groups: the items of one vector with one class code and the same roles (exact duplicates
+    # alike in everything the protocol reads), ``group_offsets[u]:group_offsets[u + 1]`` those of vector u;
+    # per group its class code, uint8 query / gallery flags, item count and first item position
+    group_offsets: np.ndarray
+    group_label: np.ndarray
+    group_is_query: np.ndarray
+    group_is_gallery: np.ndarray
+    group_count: np.ndarray
+    group_item: np.ndarray
+    all_query_positions: np.ndarray  # item positions of every query, ascending
+    #: for each of ``all_query_positions``, the index in ``query_positions`` of its group's ranked
+    #: query; None when every query is ranked (no vector shared by two queries of one group)
+    query_expand: np.ndarray | None
     vector_label: np.ndarray  # class code of a vector's single item; -1: a vector shared by several items
     vector_is_query: np.ndarray  # uint8 flags of a vector's single item (kernels read these)
     vector_is_gallery: np.ndarray
@@ -106,7 +120,9 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     lab = codes[items]
     q_c = isq[items]
     g_c = isg[items]
-    q_pos = np.nonzero(q_c)[0]
+    groups = item_groups(item_u, uptr, lab, q_c, g_c)
+    all_q = np.nonzero(q_c)[0]
+    q_pos, expand = ranked_queries(groups, all_q)
     # R of each query = same-class gallery items other than itself
     R = gallery_positives(lab, g_c)[q_pos]
     lo, hi = score_range(Xu, similarity)
@@ -139,7 +155,11 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
         vectors=Xu, similarity=similarity, items=items, item_vector=item_u, vector_offsets=uptr, labels=lab,
-        is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R, query_tile=item_u[q_pos] // TILE,
+        is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R,
+        n_entries=positive_entries(groups, lab[q_pos], q_pos), query_tile=item_u[q_pos] // TILE,
+        group_offsets=groups.offsets, group_label=groups.label, group_is_query=groups.is_query,
+        group_is_gallery=groups.is_gallery, group_count=groups.count, group_item=groups.item,
+        all_query_positions=all_q, query_expand=expand,
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
         vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
         tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, tile_has_gallery=tile_has_gallery,
@@ -150,6 +170,67 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
         hit_rates_only=hit_rates_only,
     )
+
+
+@dataclass(frozen=True)
+class ItemGroups:
+    """Items of one vector with one class code and the same query / gallery flags (see
+    :class:`Setup`), ordered by (vector, class code, query flag, gallery flag); ``of_item``: each
+    item position's group."""
+
+    offsets: np.ndarray
+    label: np.ndarray
+    is_query: np.ndarray
+    is_gallery: np.ndarray
+    count: np.ndarray
+    item: np.ndarray
+    of_item: np.ndarray
+
+
+def item_groups(item_u: np.ndarray, uptr: np.ndarray, lab: np.ndarray, isq: np.ndarray,
+                isg: np.ndarray) -> ItemGroups:
+    """The item groups of the canonical layout. Two items of one group rank the same gallery
+    (the other one stands in its place): their every metric is equal, so the pass ranks one query
+    per group, and the kernels visit the pairs of two groups once, with the groups' counts as
+    weights, instead of every item pair (a collapsed embedding: one vector, one group per class)."""
+    n = lab.shape[0]
+    if uptr.shape[0] - 1 == n:  # one item per vector: each its own group
+        one = np.ones(n, np.int64)
+        return ItemGroups(np.arange(n + 1, dtype=np.int64), lab, isq.astype(np.uint8), isg.astype(np.uint8), one,
+                          np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+    order = np.lexsort((np.arange(n), isg, isq, lab, item_u))
+    key = np.stack([item_u[order], lab[order], isq[order], isg[order]])
+    new = np.ones(n, bool)
+    new[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
+    starts = np.nonzero(new)[0]
+    first = order[starts]  # the group's lowest item position (positions ascend within a group in order)
+    of_item = np.empty(n, np.int64)
+    of_item[order] = np.cumsum(new) - 1
+    offsets = np.searchsorted(item_u[first], np.arange(uptr.shape[0]))
+    return ItemGroups(offsets.astype(np.int64), lab[first], isq[first].astype(np.uint8), isg[first].astype(np.uint8),
+                      np.diff(np.append(starts, n)).astype(np.int64), first.astype(np.int64), of_item)
+
+
+def ranked_queries(groups: ItemGroups, all_q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the item positions of the queries the pass ranks: each query group's first item,
+    ascending; for each query of ``all_q``, the index of its group's ranked query, or None when
+    every query is ranked)."""
+    reps = groups.item[groups.of_item[all_q]]
+    if np.array_equal(reps, all_q):
+        return all_q, None
+    q_pos = np.unique(reps)
+    return q_pos, np.searchsorted(q_pos, reps)
+
+
+def positive_entries(groups: ItemGroups, labels: np.ndarray, q_pos: np.ndarray) -> np.ndarray:
+    """Phase-1 positive-list entries of each ranked query (class codes ``labels``, positions
+    ``q_pos``): one per same-class gallery group it sees, its own group included when it holds
+    another item. Equal to R when every vector is one item."""
+    g = groups.of_item[q_pos]
+    n_codes = int(max(groups.label.max(initial=-1), labels.max(initial=-1))) + 1
+    gal = np.bincount(groups.label[groups.is_gallery != 0], minlength=n_codes)
+    own = groups.is_gallery[g].astype(np.int64)
+    return gal[labels] - own + (own & (groups.count[g] > 1))
 
 
 # the smallest normal number: when even the largest possible score (or distance) is below it,

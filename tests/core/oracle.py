@@ -98,3 +98,67 @@ def r_has(package: str) -> bool:
     if shutil.which("Rscript") is None:
         return False
     return subprocess.run(["Rscript", "-e", f"library({package})"], capture_output=True).returncode == 0
+
+
+def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """log C(n, k), -inf where k < 0 or k > n."""
+    from scipy.special import gammaln
+
+    n, k = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(k, np.float64))
+    ok = (k >= 0) & (k <= n)
+    out = np.full(n.shape, -np.inf)
+    out[ok] = gammaln(n[ok] + 1) - gammaln(k[ok] + 1) - gammaln(n[ok] - k[ok] + 1)
+    return out
+
+
+def expected_by_positions(blocks: list[tuple[int, int]], ks=(1, 2, 4, 8), n_points: int = 11) -> dict:
+    """Expected metrics over every order of tied items, for tie blocks too large to enumerate
+    (``blocks``: (items, positives) best first, as :func:`tie_blocks` gives them).
+
+    Not the engine's formulas: each metric is summed over the positions a positive can take. The
+    m-th of a block's r positives sits at the block's j-th place with probability
+    ``C(j-1, m-1) C(t-j, r-m) / C(t, r)`` (the other m-1 positives among the j-1 places before,
+    the other r-m among the t-j after, every placement equally likely); a metric that is a sum
+    over positives of some f(m-th positive's rank) has the expectation sum_m sum_j f P(m, j).
+    Polynomial (items x positives per block): checked against :func:`enumerate_tie_orders` on
+    small cases, used on blocks of thousands of items."""
+    R = sum(r for _, r in blocks)
+    T = Rb = 0
+    ap = map_r = r_prec = 0.0
+    prec = dict.fromkeys(ks, 0.0)
+    hit = dict.fromkeys(ks, 0.0)
+    rr = None
+    points = np.zeros(R)
+    ap_lo = ap_hi = 0.0
+    dcg = 0.0
+    for t, r in blocks:
+        if r:
+            j = np.arange(1, t + 1)[:, None]
+            m = np.arange(1, r + 1)[None, :]
+            P = np.exp(_log_comb(j - 1, m - 1) + _log_comb(t - j, r - m) - _log_comb(t, r))
+            rank = T + j
+            prec_i = P * (Rb + m) / rank  # i / rank_i, weighted by the chance of that rank
+            points[Rb:Rb + r] = prec_i.sum(axis=0)
+            ap += prec_i.sum()
+            map_r += prec_i[(rank <= R)[:, 0]].sum()
+            r_prec += P[(rank <= R)[:, 0]].sum()
+            for k in ks:
+                prec[k] += P[(rank <= k)[:, 0]].sum()
+            if rr is None:  # the first positive is the first one of this block
+                rr = float((P[:, 0] / rank[:, 0]).sum())
+                for k in ks:
+                    hit[k] = float(P[(rank <= k)[:, 0], 0].sum())
+            dcg += (P / np.log2(rank + 1.0)).sum()
+            i = np.arange(1, r + 1)
+            ap_hi += float(((Rb + i) / (T + i)).sum())
+            ap_lo += float(((Rb + i) / (T + t - r + i)).sum())
+        T += t
+        Rb += r
+    out = {"ap": ap / R, "map_at_r": map_r / R, "r_precision": r_prec / R, "rr": rr, "ap_lower": ap_lo / R,
+           "ap_upper": ap_hi / R, "ndcg": dcg / float((1.0 / np.log2(np.arange(1, R + 1) + 1.0)).sum())}
+    for k in ks:
+        out[f"precision_at_{k}"] = prec[k] / k
+        out[f"recall_at_{k}"] = hit[k]
+    grid = np.arange(n_points) / (n_points - 1)
+    out["pr_curve"] = np.interp(grid, np.arange(1, R + 1) / R, points)  # constant below 1/R
+    return out

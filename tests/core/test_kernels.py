@@ -276,18 +276,25 @@ def test_phase_one_collects_every_positive_score_once(seed, na, nb, diag, shared
     """Every (query, positive) score of a tile, by brute force over its item pairs: query items with
     a slot in the chunk, gallery partners of the same class, the item itself never, a diagonal tile's
     pairs once. Tiles of one item per vector take the same-class-columns path, tiles with a vector
-    shared by several items the every-pair one."""
+    shared by several items the one per pair of item groups, whose entries carry the other group's
+    item count as a weight: expanded, they are the brute force's scores. Only a group's first item
+    is a ranked query (the others rank the same gallery)."""
     from analysis_core.engine.positives import collect_positive_scores
+    from analysis_core.engine.setup import item_groups
 
     rng = np.random.default_rng(seed)
     nb = na if diag else nb
     n_vec = na if diag else na + nb
-    per_vec = rng.integers(1, 3, n_vec) if shared else np.ones(n_vec, np.int64)
+    per_vec = rng.integers(1, 4, n_vec) if shared else np.ones(n_vec, np.int64)
     uptr = np.concatenate([[0], np.cumsum(per_vec)]).astype(np.int64)
     n_items = int(uptr[-1])
+    item_u = np.repeat(np.arange(n_vec), per_vec)
     lab = rng.integers(0, n_classes, n_items).astype(np.int64)
     isq, isg = rng.random(n_items) < 0.7, rng.random(n_items) < 0.8
-    slot = np.where(isq & (rng.random(n_items) < 0.8), 0, -1)
+    groups = item_groups(item_u, uptr, lab, isq, isg)
+    ranked = np.zeros(n_items, bool)
+    ranked[groups.item] = True
+    slot = np.where(isq & ranked & (rng.random(n_items) < 0.8), 0, -1)
     slot[slot == 0] = np.arange(int((slot == 0).sum()))
     a0, b0 = 0, 0 if diag else na
     S = rng.standard_normal((na, nb)).astype(np.float32)
@@ -305,10 +312,14 @@ def test_phase_one_collects_every_positive_score_once(seed, na, nb, diag, shared
     cap = np.full(n_slots, n_items, np.int64)
     toff = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
     fill, thr = np.zeros(n_slots, np.int64), np.full(int(toff[-1]), np.nan, np.float32)
-    collect_positive_scores(S, a0, b0, diag, uptr, lab, isq, isg, slot, toff,
-                            fill, thr)
+    thw = np.zeros(thr.size if shared else 0, np.int64)
+    collect_positive_scores(S, a0, b0, diag, groups.offsets, groups.label, groups.is_query, groups.is_gallery,
+                            groups.count, groups.item, slot, toff, fill, thr, thw)
     for s in range(n_slots):
-        assert sorted(thr[toff[s]:toff[s] + fill[s]].tolist()) == sorted(want.get(s, [])), s
+        got = thr[toff[s]:toff[s] + fill[s]]
+        weights = thw[toff[s]:toff[s] + fill[s]] if shared else np.ones(got.size, np.int64)
+        assert (weights > 0).all()
+        assert sorted(np.repeat(got, weights).tolist()) == sorted(want.get(s, [])), s
 
 
 @settings(max_examples=60, deadline=None)

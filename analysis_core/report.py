@@ -611,7 +611,7 @@ def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...
                                                          else {})
                              | ({"families": rep.families[sp]} if sp in rep.families else {})
                              for sp, e in rep.split_evaluations.items()}
-    summary["warnings"] = rep.warnings
+    summary["warnings"] = list(dict.fromkeys(ev.warnings() + rep.warnings))  # the evaluation's too (a collapse)
     if provenance is not None:
         summary["provenance"] = provenance
     (out / "summary.json").write_text(json_text(summary))

@@ -4,13 +4,18 @@ with an error id; its traceback goes to the server log, never to the browser."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.methods import natural_key
 from dashboard import cache, components, state
 
-st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
+# the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
+# browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline
+st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=str(Path(__file__).with_name("icon.svg")),
+                   layout="wide")
 
 
 def sidebar() -> None:

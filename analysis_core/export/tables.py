@@ -5,6 +5,7 @@ booktabs rules that compile as they are in a plain article (``\\usepackage{bookt
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,14 +47,70 @@ def _arrow(columns: dict[str, np.ndarray]):
     return pa.Table.from_arrays([_arrow_column(a) for a in columns.values()], names=list(columns))
 
 
+# Spreadsheet-safe CSV (OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection):
+# a spreadsheet reads a cell that begins with one of these as a formula (=HYPERLINK(...) sends data
+# away, =cmd|... runs a program); a single quote in front makes it text.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# ... except a plain decimal number (-0.5, +3, 1e-5), which no spreadsheet reads as a formula
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_text(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows as text: a cell that begins with ``= + - @``,
+    a tab or a carriage return gets a single quote in front (``=1+2`` -> ``'=1+2``), as OWASP
+    recommends against CSV (formula) injection, unless it is a plain decimal number (``-0.5``).
+    The one rule every CSV the product writes follows (:func:`csv_text`, :func:`write_per_query`,
+    the dashboard's downloads); numeric columns are never touched, and Parquet keeps the raw text.
+
+    >>> spreadsheet_text("=SUM(A1:A9)"), spreadsheet_text("@cmd"), spreadsheet_text("-0.5"), spreadsheet_text("a-b")
+    ("'=SUM(A1:A9)", "'@cmd", '-0.5', 'a-b')
+    """
+    if text.startswith(FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _spreadsheet_column(a: np.ndarray) -> np.ndarray:
+    """A text column with :func:`spreadsheet_text` applied to every cell (numbers, booleans as
+    they are); only the cells that begin with a formula character go through Python."""
+    if a.dtype.kind in "biuf":
+        return a
+    text = np.asarray([str(v) for v in a.tolist()]) if a.dtype.kind == "O" else a.astype(str)
+    risky = np.zeros(text.shape, bool)
+    for ch in FORMULA_START:
+        risky |= np.strings.startswith(text, ch)
+    if not risky.any():
+        return a
+    out = text.astype(object)
+    out[risky] = [spreadsheet_text(v) for v in text[risky].tolist()]
+    return out
+
+
+def csv_text(df) -> str:
+    """``df`` as the text of a CSV file, the way every table the product writes is: no index,
+    p-values floored (:func:`~analysis_core.export.number_format.floor_p_columns`), text cells and
+    column names made safe for spreadsheets by :func:`spreadsheet_text`, every text cell quoted
+    (quotes inside doubled; a carriage return stays inside its cell), numbers bare."""
+    import csv
+
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    out = floor_p_columns(df)
+    for c in out.columns:
+        if not (is_numeric_dtype(out[c]) or is_bool_dtype(out[c])):
+            out[c] = out[c].map(lambda v: spreadsheet_text(v) if isinstance(v, str) else v)
+    out.columns = [spreadsheet_text(c) if isinstance(c, str) else c for c in out.columns]
+    return out.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
 def write_per_query(columns: dict[str, np.ndarray], out: Path) -> None:
-    """``per_query.csv`` and ``per_query.parquet`` in ``out``."""
+    """``per_query.parquet`` (the values as they are) and ``per_query.csv`` (text cells safe for
+    spreadsheets, :func:`spreadsheet_text`; pyarrow quotes every text cell) in ``out``."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    table = _arrow(columns)
-    pacsv.write_csv(table, out / "per_query.csv")
-    pq.write_table(table, out / "per_query.parquet")
+    pq.write_table(_arrow(columns), out / "per_query.parquet")
+    pacsv.write_csv(_arrow({c: _spreadsheet_column(a) for c, a in columns.items()}), out / "per_query.csv")
 
 
 def _json_safe(obj):
@@ -277,12 +334,14 @@ def file_stem(name: str) -> str:
 
 
 def write_table(df, out: Path, name: str, caption: str | None = None, tex: str | None = None) -> list[Path]:
-    """``out/<name>.csv`` (every row, full floats, p-values floored) and its LaTeX twin
+    """``out/<name>.csv`` (every row, full floats, :func:`csv_text`) and its LaTeX twin
     ``out/<name>.tex`` (``tex`` if given: a compact version for the page); ``name`` made a file
     name by :func:`file_stem`."""
     out.mkdir(parents=True, exist_ok=True)
     csv, tex_path = out / f"{file_stem(name)}.csv", out / f"{file_stem(name)}.tex"
-    floor_p_columns(df).to_csv(csv, index=False)
+    # newline="": a line break inside a quoted cell is written as it is, on every platform
+    with open(csv, "w", encoding="utf-8", newline="") as f:
+        f.write(csv_text(df))
     label = f"tab:{name.replace('_', '-')}"
     tex_path.write_text(tex if tex is not None else to_latex(df, caption=caption, label=label))
     return [csv, tex_path]

@@ -39,6 +39,7 @@ def sidebar() -> None:
 
             def read() -> list[tuple[str, bytes]]:
                 return files
+        notes = st.empty()  # filled once the files are read: what the loaders assumed, which labels file pairs
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
         st.radio("Precision", ["float32", "float64"], key=state.PRECISION, horizontal=True,
                  help="The dtype similarities are computed in. float64 keeps near-equal scores of float64 "
@@ -84,6 +85,8 @@ def sidebar() -> None:
     try:
         ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
         st.session_state[state.DATASET] = (digest, ds)
+        if ds.notes:  # user file names, shown literally
+            notes.caption("  \n".join(components.literal(n) for n in ds.notes))
         split_selector(ds)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data

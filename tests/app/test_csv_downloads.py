@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from dashboard import cache, state
+from dashboard import state
+from tests.app.conftest import spy_downloads
 from tests.core.test_spreadsheet_safe import LABELS, METHODS, _formula_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,27 +33,10 @@ def _formulas_npz() -> bytes:
 
 
 @pytest.fixture()
-def csv_downloads(monkeypatch):
+def csv_downloads(monkeypatch, offered_files):
     """Every CSV the Overview and Per query pages offer on the formula data (name -> text)."""
-    files, deferred = {}, {}
-    add, add_deferred = MediaFileManager.add, MediaFileManager.add_deferred
-
-    def spy_add(self, data, mimetype, coordinates, file_name=None, is_for_static_download=False):
-        if file_name:
-            files[file_name] = data
-        return add(self, data, mimetype, coordinates, file_name, is_for_static_download)
-
-    def spy_deferred(self, fn, mimetype, coordinates, file_name=None, **kw):
-        if file_name:
-            deferred[file_name] = fn
-        return add_deferred(self, fn, mimetype, coordinates, file_name, **kw)
-
-    monkeypatch.setattr(MediaFileManager, "add", spy_add)
-    monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
-    data, demo = _formulas_npz(), cache.demo_files
-    monkeypatch.setattr(state, "DEMO_SETS", {**state.DEMO_SETS, "formulas": "formulas"})
-    monkeypatch.setattr(cache, "demo_files", lambda name: [("formulas.npz", data)] if name == "formulas"
-                        else demo(name))
+    files, deferred = spy_downloads(monkeypatch)
+    offered_files("formulas", [("formulas.npz", _formulas_npz())])
     at = AppTest.from_file(APP, default_timeout=300).run()
     files.clear()  # the default demo's
     deferred.clear()

@@ -51,6 +51,7 @@ def _arrow(columns: dict[str, np.ndarray]):
 # a spreadsheet reads a cell that begins with one of these as a formula (=HYPERLINK(...) sends data
 # away, =cmd|... runs a program); a single quote in front makes it text.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_BYTES = np.frombuffer("".join(FORMULA_START).encode(), np.uint8)
 # ... except a plain decimal number (-0.5, +3, 1e-5), which no spreadsheet reads as a formula
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -70,20 +71,20 @@ def spreadsheet_text(text: str) -> str:
     return text
 
 
-def _spreadsheet_column(a: np.ndarray) -> np.ndarray:
-    """A text column with :func:`spreadsheet_text` applied to every cell (numbers, booleans as
-    they are); only the cells that begin with a formula character go through Python."""
-    if a.dtype.kind in "biuf":
-        return a
-    text = np.asarray([str(v) for v in a.tolist()]) if a.dtype.kind == "O" else a.astype(str)
-    risky = np.zeros(text.shape, bool)
-    for ch in FORMULA_START:
-        risky |= np.strings.startswith(text, ch)
-    if not risky.any():
-        return a
-    out = text.astype(object)
-    out[risky] = [spreadsheet_text(v) for v in text[risky].tolist()]
-    return out
+def _formula_rows(col) -> np.ndarray:
+    """Which cells of an Arrow string column begin with a formula character, read from its
+    buffers (the first byte of each non-empty value: the characters are ASCII, one byte in UTF-8)
+    instead of a Python loop over a million labels."""
+    import pyarrow as pa
+
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    offsets = np.frombuffer(col.buffers()[1], width)[col.offset:col.offset + len(col) + 1].astype(np.int64)
+    starts, nonempty = offsets[:-1], offsets[1:] > offsets[:-1]
+    rows = np.zeros(len(col), bool)
+    if nonempty.any():
+        data = np.frombuffer(col.buffers()[2], np.uint8)
+        rows[nonempty] = np.isin(data[starts[nonempty]], _FORMULA_BYTES)
+    return rows
 
 
 def csv_text(df) -> str:
@@ -106,11 +107,22 @@ def csv_text(df) -> str:
 def write_per_query(columns: dict[str, np.ndarray], out: Path) -> None:
     """``per_query.parquet`` (the values as they are) and ``per_query.csv`` (text cells safe for
     spreadsheets, :func:`spreadsheet_text`; pyarrow quotes every text cell) in ``out``."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    pq.write_table(_arrow(columns), out / "per_query.parquet")
-    pacsv.write_csv(_arrow({c: _spreadsheet_column(a) for c, a in columns.items()}), out / "per_query.csv")
+    table = _arrow(columns)
+    pq.write_table(table, out / "per_query.parquet")
+    for i, (name, a) in enumerate(columns.items()):
+        col = table.column(i).chunk(0)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        rows = _formula_rows(col)
+        if rows.any():  # rare: only these cells are rewritten
+            safe = np.array(a, dtype=object)
+            safe[rows] = [spreadsheet_text(str(v)) for v in safe[rows].tolist()]
+            table = table.set_column(i, name, _arrow_column(safe))
+    pacsv.write_csv(table, out / "per_query.csv")
 
 
 def _json_safe(obj):

@@ -139,3 +139,21 @@ def test_per_query_csv_holds_the_quoted_text_and_parquet_the_raw(written, folder
     assert (back["confidence"] < 0).any()
     for c in ("confidence", "ap", "ap_lower", "n_positives"):
         np.testing.assert_allclose(back[c].to_numpy(float), raw[c].to_numpy(float), rtol=1e-15, atol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from([*OWASP, "é", "中", "a", "1", ".", '"', ",", "\n"]), max_size=5),
+                min_size=1, max_size=12))
+def test_per_query_csv_cells_are_the_raw_text_made_safe(tmp_path_factory, texts):
+    """Any text column (empty cells, multi-byte first characters, quotes, line breaks): the CSV
+    holds each cell as OWASP's rule makes it, the Parquet file the raw text."""
+    from analysis_core.export.tables import write_per_query
+
+    out = tmp_path_factory.mktemp("pq")
+    raw = np.array(texts, dtype=object)
+    write_per_query({"label": raw, "ap": -np.arange(raw.size) / 7.0}, out)
+    rows = _cells(out / "per_query.csv")
+    # a number as text (float() reads it, no surrounding white space) keeps its sign
+    assert [r[0] for r in rows[1:]] == [t if _number(t) and t == t.strip() else _expected(t) for t in texts]
+    assert [float(r[1]) for r in rows[1:]] == (-np.arange(raw.size) / 7.0).tolist()
+    assert pd.read_parquet(out / "per_query.parquet")["label"].tolist() == texts

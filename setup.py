@@ -7,5 +7,5 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["analysis_core*", "dashboard*"]), "dashboard.demo_data"],
     package_dir={"dashboard.demo_data": "demo_data"},
-    package_data={"dashboard.demo_data": ["*.npz"], "analysis_core": ["py.typed"]},
+    package_data={"dashboard.demo_data": ["*.npz"], "dashboard": ["icon.svg"], "analysis_core": ["py.typed"]},
 )

@@ -4,13 +4,18 @@ with an error id; its traceback goes to the server log, never to the browser."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.methods import natural_key
 from dashboard import cache, components, state
 
-st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
+# the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
+# browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline
+st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=str(Path(__file__).with_name("icon.svg")),
+                   layout="wide")
 
 
 def sidebar() -> None:
@@ -34,6 +39,7 @@ def sidebar() -> None:
 
             def read() -> list[tuple[str, bytes]]:
                 return files
+        notes = st.empty()  # filled once the files are read: what the loaders assumed, which labels file pairs
         st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
         st.radio("Precision", ["float32", "float64"], key=state.PRECISION, horizontal=True,
                  help="The dtype similarities are computed in. float64 keeps near-equal scores of float64 "
@@ -79,6 +85,8 @@ def sidebar() -> None:
     try:
         ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
         st.session_state[state.DATASET] = (digest, ds)
+        if ds.notes:  # user file names, shown literally
+            notes.caption("  \n".join(components.literal(n) for n in ds.notes))
         split_selector(ds)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data

@@ -23,8 +23,8 @@ from analysis_core.export.figures import (
     chromium_path,
     figure_bytes,
 )
-from analysis_core.export.number_format import display_formats, floor_p_columns, format_p, is_p_column
-from analysis_core.export.tables import to_latex
+from analysis_core.export.number_format import display_formats, format_p, is_p_column
+from analysis_core.export.tables import csv_text, to_latex
 from analysis_core.figures.style import plot_text as _plot_text
 from analysis_core.report import build_report, write_report
 from dashboard import state
@@ -76,7 +76,7 @@ def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None, split_in
                                 file_name=f"{name}.{fmt}", mime=MIME[fmt], key=f"dl-{name}-{fmt}", on_click="ignore",
                                 width="stretch")
     if data is not None:
-        cols[-1].download_button("CSV data", data=floor_p_columns(data).to_csv(index=False).encode(),
+        cols[-1].download_button("CSV data", data=csv_text(data).encode(),
                                  file_name=f"{name}.csv", mime="text/csv", key=f"dl-{name}-csv", on_click="ignore",
                                  width="stretch")
 
@@ -122,7 +122,7 @@ def table(df: pd.DataFrame, name: str, caption: str | None = None, height: int |
         st.dataframe(shown, width="stretch", hide_index=True, **size)
     c1, c2, _ = st.columns([1, 1, 4])
     # built on click, not on every rerun (LaTeX of a 1 200-row table is a tenth of a second)
-    c1.download_button("CSV", lambda: floor_p_columns(df).to_csv(index=False).encode(), f"{name}.csv", "text/csv",
+    c1.download_button("CSV", lambda: csv_text(df).encode(), f"{name}.csv", "text/csv",
                        key=f"dl-{name}-tcsv", on_click="ignore", width="stretch")
     c2.download_button("LaTeX", lambda: to_latex(df, caption=caption).encode(), f"{name}.tex", "application/x-tex",
                        key=f"dl-{name}-tex", on_click="ignore", width="stretch")

@@ -5,6 +5,7 @@ booktabs rules that compile as they are in a plain article (``\\usepackage{bookt
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,14 +47,82 @@ def _arrow(columns: dict[str, np.ndarray]):
     return pa.Table.from_arrays([_arrow_column(a) for a in columns.values()], names=list(columns))
 
 
+# Spreadsheet-safe CSV (OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection):
+# a spreadsheet reads a cell that begins with one of these as a formula (=HYPERLINK(...) sends data
+# away, =cmd|... runs a program); a single quote in front makes it text.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_BYTES = np.frombuffer("".join(FORMULA_START).encode(), np.uint8)
+# ... except a plain decimal number (-0.5, +3, 1e-5), which no spreadsheet reads as a formula
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_text(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows as text: a cell that begins with ``= + - @``,
+    a tab or a carriage return gets a single quote in front (``=1+2`` -> ``'=1+2``), as OWASP
+    recommends against CSV (formula) injection, unless it is a plain decimal number (``-0.5``).
+    The one rule every CSV the product writes follows (:func:`csv_text`, :func:`write_per_query`,
+    the dashboard's downloads); numeric columns are never touched, and Parquet keeps the raw text.
+
+    >>> spreadsheet_text("=SUM(A1:A9)"), spreadsheet_text("@cmd"), spreadsheet_text("-0.5"), spreadsheet_text("a-b")
+    ("'=SUM(A1:A9)", "'@cmd", '-0.5', 'a-b')
+    """
+    if text.startswith(FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _formula_rows(col) -> np.ndarray:
+    """Which cells of an Arrow string column begin with a formula character, read from its
+    buffers (the first byte of each non-empty value: the characters are ASCII, one byte in UTF-8)
+    instead of a Python loop over a million labels."""
+    import pyarrow as pa
+
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    offsets = np.frombuffer(col.buffers()[1], width)[col.offset:col.offset + len(col) + 1].astype(np.int64)
+    starts, nonempty = offsets[:-1], offsets[1:] > offsets[:-1]
+    rows = np.zeros(len(col), bool)
+    if nonempty.any():
+        data = np.frombuffer(col.buffers()[2], np.uint8)
+        rows[nonempty] = np.isin(data[starts[nonempty]], _FORMULA_BYTES)
+    return rows
+
+
+def csv_text(df) -> str:
+    """``df`` as the text of a CSV file, the way every table the product writes is: no index,
+    p-values floored (:func:`~analysis_core.export.number_format.floor_p_columns`), text cells and
+    column names made safe for spreadsheets by :func:`spreadsheet_text`, every text cell quoted
+    (quotes inside doubled; a carriage return stays inside its cell), numbers bare."""
+    import csv
+
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    out = floor_p_columns(df)
+    for c in out.columns:
+        if not (is_numeric_dtype(out[c]) or is_bool_dtype(out[c])):
+            out[c] = out[c].map(lambda v: spreadsheet_text(v) if isinstance(v, str) else v)
+    out.columns = [spreadsheet_text(c) if isinstance(c, str) else c for c in out.columns]
+    return out.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
 def write_per_query(columns: dict[str, np.ndarray], out: Path) -> None:
-    """``per_query.csv`` and ``per_query.parquet`` in ``out``."""
+    """``per_query.parquet`` (the values as they are) and ``per_query.csv`` (text cells safe for
+    spreadsheets, :func:`spreadsheet_text`; pyarrow quotes every text cell) in ``out``."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     table = _arrow(columns)
-    pacsv.write_csv(table, out / "per_query.csv")
     pq.write_table(table, out / "per_query.parquet")
+    for i, (name, a) in enumerate(columns.items()):
+        col = table.column(i).chunk(0)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        rows = _formula_rows(col)
+        if rows.any():  # rare: only these cells are rewritten
+            safe = np.array(a, dtype=object)
+            safe[rows] = [spreadsheet_text(str(v)) for v in safe[rows].tolist()]
+            table = table.set_column(i, name, _arrow_column(safe))
+    pacsv.write_csv(table, out / "per_query.csv")
 
 
 def _json_safe(obj):
@@ -303,12 +372,14 @@ def file_stem(name: str) -> str:
 
 
 def write_table(df, out: Path, name: str, caption: str | None = None, tex: str | None = None) -> list[Path]:
-    """``out/<name>.csv`` (every row, full floats, p-values floored) and its LaTeX twin
+    """``out/<name>.csv`` (every row, full floats, :func:`csv_text`) and its LaTeX twin
     ``out/<name>.tex`` (``tex`` if given: a compact version for the page); ``name`` made a file
     name by :func:`file_stem`."""
     out.mkdir(parents=True, exist_ok=True)
     csv, tex_path = out / f"{file_stem(name)}.csv", out / f"{file_stem(name)}.tex"
-    floor_p_columns(df).to_csv(csv, index=False)
+    # newline="": a line break inside a quoted cell is written as it is, on every platform
+    with open(csv, "w", encoding="utf-8", newline="") as f:
+        f.write(csv_text(df))
     label = f"tab:{name.replace('_', '-')}"
     tex_path.write_text(tex if tex is not None else to_latex(df, caption=caption, label=label))
     return [csv, tex_path]

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis_core.export.paper_tables import summary_frame
+from analysis_core.export.tables import csv_text
 from analysis_core.metrics.registry import label, metric_table
 from dashboard import components
 from dashboard.views.common import alpha, current, unit
@@ -46,7 +47,7 @@ if got is not None:
     st.subheader("Summary")
     st.caption("Expected values over tie orders; mAP− / mAP+ are the worst / best tie orders.")
     st.dataframe(table.set_index("method").style.format("{:.4f}"), width="stretch")
-    st.download_button("Summary (CSV)", table.to_csv(index=False).encode(), "summary.csv", "text/csv",
+    st.download_button("Summary (CSV)", csv_text(table).encode(), "summary.csv", "text/csv",
                        on_click="ignore")
     if not d.get("query_sample") and len(frame):
         u = unit()

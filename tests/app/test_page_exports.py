@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from analysis_core.export.figures import chromium_path
 from analysis_core.export.number_format import is_p_column
+from tests.app.conftest import spy_downloads
 from tests.core.test_export import P_CELL, compile_two_column, p_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,22 +32,9 @@ PAGES = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/
 def offered():
     """Every download the pages register (name -> bytes, or a callable for figures) and every
     table's displayed text, on the 600-class demo (splits and confidences) at single column."""
-    files, deferred, shown = {}, {}, []
-    add, add_deferred = MediaFileManager.add, MediaFileManager.add_deferred
-
-    def spy_add(self, data, mimetype, coordinates, file_name=None, is_for_static_download=False):
-        if file_name:
-            files[file_name] = data
-        return add(self, data, mimetype, coordinates, file_name, is_for_static_download)
-
-    def spy_deferred(self, fn, mimetype, coordinates, file_name=None, **kw):
-        if file_name:
-            deferred[file_name] = fn
-        return add_deferred(self, fn, mimetype, coordinates, file_name, **kw)
-
+    shown = []
     mp = pytest.MonkeyPatch()
-    mp.setattr(MediaFileManager, "add", spy_add)
-    mp.setattr(MediaFileManager, "add_deferred", spy_deferred)
+    files, deferred = spy_downloads(mp)
     try:
         at = AppTest.from_file(APP, default_timeout=600).run()
         at.radio(key="data_source").set_value("many_classes").run()

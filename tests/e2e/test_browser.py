@@ -484,3 +484,63 @@ def test_a_png_renamed_npz_and_a_huge_header_get_their_own_messages(page):
         alert = page.locator("[data-testid='stAlert']").first.inner_text()
         assert expected in alert and "object array" not in alert, alert
         _no_exception(page)
+
+
+def test_page_loads_request_nothing_but_this_server(server, browser):
+    """The server is meant to work offline: loading the Overview and two other pages (each
+    rendered, a figure drawn) requests nothing from any host but the one it runs on (no favicon,
+    font or script from a CDN)."""
+    from urllib.parse import urlsplit
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    requests: list[str] = []
+    ctx.on("request", lambda r: requests.append(r.url))
+    try:
+        pg = ctx.new_page()
+        pg.goto(server)
+        _wait_text(pg, "Summary (CSV)")
+        for link, text in (("PR bands", "Precision-recall bands"),
+                           ("Similarity histograms", "Positive and negative pair similarities")):
+            pg.get_by_role("link", name=link).click()
+            _wait_text(pg, text)
+            pg.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=180_000)
+            _no_exception(pg)
+        pg.reload()  # a fresh load of a page other than the first: its favicon and fonts again
+        _wait_text(pg, "Positive and negative pair similarities")
+        pg.wait_for_timeout(1500)  # late requests (the favicon, fonts a stylesheet names)
+        icons = pg.locator("link[rel~='icon']")
+        hrefs = [icons.nth(i).get_attribute("href") or "" for i in range(icons.count())]
+    finally:
+        ctx.close()
+    assert len(requests) > 10, requests  # the listener saw the page load
+    outside = [u for u in requests if urlsplit(u).scheme not in ("data", "blob", "about")
+               and urlsplit(u).hostname not in ("127.0.0.1", "localhost")]
+    assert not outside, outside
+    assert any(h.startswith("data:image/svg+xml") for h in hrefs), hrefs  # the app's own icon, inline
+
+
+def test_an_npy_uploaded_with_its_labels_file_evaluates(page, tmp_path):
+    """``d_100k.npy`` + ``d_100k_labels.npy`` uploaded together: one method, the command line's
+    mAP, and the sidebar says which labels file was paired; two .npy files with one unnamed labels
+    file are a message, not a guess."""
+    rng = np.random.default_rng(30)
+    y = rng.integers(0, 5, 200)
+    X = (rng.standard_normal((5, 6))[y] + rng.standard_normal((200, 6))).astype(np.float32)
+    np.save(tmp_path / "d_100k.npy", X)
+    np.save(tmp_path / "d_100k_labels.npy", y)
+    (tmp_path / "labels.txt").write_text("\n".join(map(str, y)) + "\n")
+    _wait_text(page, "Summary (CSV)")
+    _upload(page, tmp_path / "d_100k.npy", tmp_path / "d_100k_labels.npy")
+    _wait_text(page, "Source: d_100k.npy ·")
+    _no_exception(page)
+    page.get_by_text("labels of d_100k.npy: d_100k_labels.npy (paired by name)").first.wait_for(timeout=30_000)
+    got = _summary_csv(page).set_index("method")["mAP"]
+    ref = _cli_map([str(tmp_path / "d_100k.npy"), "--labels", str(tmp_path / "labels.txt")])  # explicit labels
+    assert list(got.index) == ["d_100k"] and got["d_100k"] == pytest.approx(ref["d_100k"], abs=1e-12)
+    _shot(page, "upload_npy_with_labels")
+    np.save(tmp_path / "other.npy", X[:, :3])
+    np.save(tmp_path / "y.npy", y)
+    _replace_uploads(page, tmp_path / "d_100k.npy", tmp_path / "other.npy", tmp_path / "y.npy")
+    page.get_by_text("could be the labels of").first.wait_for(timeout=60_000)
+    _settle(page)
+    _no_exception(page)

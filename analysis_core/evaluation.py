@@ -104,9 +104,9 @@ class Evaluation:
             return self
         key = ("within-split", split)
         if key not in self._summaries:
-            self._summaries[key] = evaluate(self.dataset, similarity=self.similarity, ks=self.ks, split=split,
-                                            methods=self.methods, alpha=self.alpha,
-                                            precision=self.precision, design=self.design)
+            from .splits import evaluate_split
+
+            self._summaries[key] = evaluate_split(self, split)
         return self._summaries[key]
 
     def __repr__(self) -> str:

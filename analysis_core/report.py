@@ -225,29 +225,13 @@ def summary_group_size(ds, split: str | None, requested: int) -> int | None:
 
 
 def _split_evaluations(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> dict:
-    """Each split of an all-items evaluation evaluated as its own retrieval problem."""
-    ds = ev.dataset
-    if ds.split is None or ev.split is not None:
-        return {}
-    from .evaluation import evaluate
-    from .stats.grouped_recall import split_group_size
+    """Each split of an all-items evaluation evaluated as its own retrieval problem
+    (:func:`analysis_core.splits.evaluate_splits`, as the dashboard does); skipped splits warned."""
+    from .splits import evaluate_splits
 
-    splits = sorted(set(ds.split[ev.rows].tolist()))
-    counts = [np.unique(ds.label_codes[ds.split == sp]).size for sp in splits]
-    size = split_group_size(counts, group_size)  # grouped recall comparable across splits
-    out = {}
-    for sp in splits:
-        try:
-            e = evaluate(ds, similarity=ev.similarity, ks=ev.ks, split=sp, methods=ev.methods,
-                         group_size=size, seed=seed, alpha=alpha, precision=ev.precision)
-        except InputError as exc:
-            rep.warnings.append(f"split '{sp}' skipped: {exc.problem}")
-            continue
-        if e.n_queries() == e.n_lone_queries():
-            rep.warnings.append(f"split '{sp}' skipped: {NO_POSITIVE}")
-            continue
-        out[sp] = e
-    return out
+    splits = evaluate_splits(ev, group_size, seed)
+    rep.warnings += splits.messages()
+    return splits.evaluations
 
 
 def _checkpoints(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: int,

@@ -91,22 +91,13 @@ def items(ev: Evaluation):
 def split_evaluations(key: cache.Token, ev: Evaluation, group_size: int = 10, seed: int = 0,
                       *, every_split: bool = False) -> dict[str, Evaluation]:
     """Each split as its own retrieval problem — when every item is evaluated together, or always
-    with ``every_split`` (pages that compare splits). A split where retrieval is impossible is
-    skipped with a warning naming it."""
-    from analysis_core.methods import natural_key
+    with ``every_split`` (pages that compare splits) — by the report's orchestration
+    (:func:`analysis_core.splits.evaluate_splits`), each split's evaluation cached. A split where
+    retrieval is impossible is skipped with a warning naming it."""
+    from analysis_core.splits import evaluate_splits
 
-    ds = ev.dataset
-    if ds.split is None or (ev.split is not None and not every_split):
-        return {}
-    out = {}
-    for sp in sorted(set(ds.split.tolist()), key=natural_key):
-        try:
-            e = cache.split_evaluation(key, ds, sp, group_size, seed)
-        except InputError as exc:
-            components.warnings([f"split '{sp}' skipped: {exc.problem}"])
-            continue
-        if e.n_queries() == e.n_lone_queries():
-            components.warnings([f"split '{sp}' skipped: {NO_POSITIVE}"])
-            continue
-        out[sp] = e
-    return out
+    splits = evaluate_splits(ev, group_size, seed, every_split=every_split,
+                             evaluate_one=lambda sp, size: cache.split_evaluation(key, ev.dataset, sp, size, seed))
+    if splits.skipped:
+        components.warnings(splits.messages())
+    return splits.evaluations

@@ -36,7 +36,7 @@ from .stats.analysis import QUERY_UNIT_ONLY, VariabilityAnalysis, analyse
 from .stats.bands import ALL, band_notes, describe, pr_bands
 from .stats.checkpoints import checkpoint_analysis
 from .stats.class_sweep import class_count_sweep
-from .stats.error_reject import error_reject_curve
+from .stats.error_reject import error_reject_table
 from .stats.generalization import split_generalization
 from .stats.grouped_recall import grouped_recall
 from .stats.histograms import histogram_table
@@ -559,22 +559,13 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
             rep.warnings.append(f"one 'confidence' column serves {len(shared)} methods ({', '.join(shared[:4])}"
                                 f"{' …' if len(shared) > 4 else ''}): their error-vs-reject curves share one "
                                 "ranking of the queries. Give each method its own confidence_<method> array.")
-        curves, rows = {}, []
-        for m in ev.methods:
-            pq = ev.per_query(m)
-            pq = pq[pq["n_positives"] > 0]
-            if "confidence" not in pq.columns:
-                continue
-            erc = error_reject_curve(pq["confidence"].to_numpy(), pq["ap"].to_numpy(), pq["precision_at_1"].to_numpy())
-            curves[m] = erc.curve
-            if erc.note:
-                rep.warnings.append(f"{m}: {erc.note}")
-            rows.append(erc.curve.assign(method=m, auc=erc.auc, oracle_auc=erc.oracle_auc, spearman=erc.spearman,
-                                         spearman_p=erc.spearman_p, unit="query", n_units=len(pq)))
-        erc_t = pd.concat(rows, ignore_index=True)
-        rep.tables["erc"] = erc_t[["method"] + [c for c in erc_t.columns if c != "method"]]
+        erc = error_reject_table(ev)
+        rep.warnings += erc.notes
+        if not len(erc.table):
+            return
+        rep.tables["erc"] = erc.table
         rep.captions["erc"] = "Error (1 - P@1) of the kept queries after rejecting the least confident fraction."
-        rep.figures["erc"] = erc_figure(curves)
+        rep.figures["erc"] = erc_figure(erc.curves)
 
 
 def write_report(ev: Evaluation, rep: Report, out: Path, formats: tuple[str, ...] = ("pdf",),

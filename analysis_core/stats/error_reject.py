@@ -105,3 +105,40 @@ def error_reject_curve(confidence: np.ndarray, ap: np.ndarray, p_at_1: np.ndarra
     # each k = 1..n kept holds for 1/n of x: the mean error over k (the grid only draws them)
     return ErrorRejectCurve(curve, float((expected_sum / kept).mean()), float(oracle.mean()), float(rho), float(p),
                             error, note)
+
+
+@dataclass(frozen=True)
+class ErrorRejectTable:
+    """Every method's error-vs-reject curve from one evaluation: ``curves`` (method -> curve frame),
+    ``table`` (the curves stacked with method, auc, oracle_auc, spearman, spearman_p, unit
+    ``query``, n_units), ``summary`` (one row per method) and ``notes`` (why a number is undefined)."""
+
+    curves: dict[str, pd.DataFrame]
+    table: pd.DataFrame
+    summary: pd.DataFrame
+    notes: list[str]
+
+
+def error_reject_table(ev, error: str = "p@1") -> ErrorRejectTable:
+    """:func:`error_reject_curve` of every method of ``ev`` (an
+    :class:`~analysis_core.Evaluation`) that has a confidence, over its scored queries: the one
+    computation the report and the dashboard's Confidence page show."""
+    curves, rows, summary, notes = {}, [], [], []
+    for m in ev.methods:
+        pq = ev.per_query_columns(m)
+        if "confidence" not in pq:
+            continue
+        keep = pq["n_positives"] > 0
+        erc = error_reject_curve(pq["confidence"][keep], pq["ap"][keep], pq["precision_at_1"][keep], error=error)
+        curves[m] = erc.curve
+        if erc.note:
+            notes.append(f"{m}: {erc.note}")
+        n = int(keep.sum())
+        rows.append(erc.curve.assign(method=m, auc=erc.auc, oracle_auc=erc.oracle_auc, spearman=erc.spearman,
+                                     spearman_p=erc.spearman_p, unit="query", n_units=n))
+        summary.append({"method": m, "auc": erc.auc, "oracle_auc": erc.oracle_auc, "spearman": erc.spearman,
+                        "spearman_p": erc.spearman_p, "unit": "query", "n_units": n})
+    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    if len(table):
+        table = table[["method"] + [c for c in table.columns if c != "method"]]
+    return ErrorRejectTable(curves, table, pd.DataFrame(summary), notes)

@@ -498,8 +498,25 @@ def _comparison_caption(res: VariabilityAnalysis) -> str:
 
 def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int, sweep_repeats: int,
                  split_evals: dict, unit: str = "class") -> None:
+    """Grouped Recall@K by group size, the class-count sweep, the generalization gap across splits
+    and the error-vs-reject curves: the analyses of how the numbers depend on the class count, the
+    split and the confidence."""
+    _grouped_recall_by_size(rep, ev, alpha, seed, group_size)
+    _class_sweep(rep, ev, seed, group_size, sweep_repeats)
+    if split_evals:
+        _generalization(rep, split_evals, ev.methods, alpha, seed, unit)
+    if ev.dataset.has_confidence:
+        _error_reject(rep, ev)
+
+
+def _evaluated_items(ev: Evaluation):
     ds = ev.dataset
-    sub = ds.subset(ev.rows) if ev.rows.size != ds.n_items else ds
+    return ds.subset(ev.rows) if ev.rows.size != ds.n_items else ds
+
+
+def _grouped_recall_by_size(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> None:
+    """Grouped Recall@K at every group size S up to half the classes (and summary.json's S)."""
+    sub = _evaluated_items(ev)
     codes = sub.label_codes
     n_classes = int(np.unique(codes).size)
     candidates = (2, 5, 10, 20, 50, 100, group_size)
@@ -528,6 +545,12 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
     if grouped["n_groups"].min() < 2:
         rep.warnings.append("some group sizes leave fewer than two groups: their intervals are undefined.")
 
+
+def _class_sweep(rep: Report, ev: Evaluation, seed: int, group_size: int, sweep_repeats: int) -> None:
+    """Metrics on C classes sampled at random, for C over a range (at least MIN_SWEEP_CLASSES)."""
+    sub = _evaluated_items(ev)
+    codes = sub.label_codes
+    n_classes = int(np.unique(codes).size)
     if n_classes >= MIN_SWEEP_CLASSES:
         sweeps = [class_count_sweep(sub.embeddings[m], codes, repeats=sweep_repeats, seed=seed, group_size=min(
             group_size, max(2, n_classes // 2)), similarity=ev.similarity).assign(method=m) for m in ev.methods]
@@ -541,18 +564,25 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         rep.warnings.append(f"class-count sweep skipped: {n_classes} classes; it needs at least {MIN_SWEEP_CLASSES} "
                             "to show how the metrics move with the number of classes.")
 
+
+def _generalization(rep: Report, split_evals: dict, methods: list[str], alpha: float, seed: int, unit: str) -> None:
+    """Each metric per split and the gap from the reference split (train, else the first)."""
     if split_evals:
-        ref = "train" if "train" in split_evals else sorted(split_evals)[0]
-        gens = [split_generalization(split_evals, m, ref, alpha, unit, seed).assign(method=m) for m in ev.methods]
+        ref = "train" if "train" in split_evals else next(iter(split_evals))
+        gens = [split_generalization(split_evals, m, ref, alpha, unit, seed).assign(method=m) for m in methods]
         gen = pd.concat(gens, ignore_index=True)
         rep.tables["generalization"] = gen[["method"] + [c for c in gen.columns if c != "method"]]
         rep.captions["generalization"] = (f"Metrics per split and the gap {ref} minus each other split, with "
                                           f"{100 * (1 - alpha):g}% intervals (unit and n_units: what each rests on, "
                                           "both splits together).")
-        for m, g in zip(ev.methods, gens, strict=True):
-            rep.figures[f"generalization_{m}"] = generalization_figure(g, sorted(split_evals),
+        for m, g in zip(methods, gens, strict=True):
+            rep.figures[f"generalization_{m}"] = generalization_figure(g, list(split_evals),
                                                                        title=f"Metrics per split ({plot_text(m)})")
 
+
+def _error_reject(rep: Report, ev: Evaluation) -> None:
+    """Error-vs-reject curves of the methods with a confidence."""
+    ds = ev.dataset
     if ds.has_confidence:
         shared = [m for m in ds.shared_confidence_methods() if m in ev.methods]
         if len(shared) > 1:

@@ -272,3 +272,14 @@ def test_a_runs_report_keeps_every_checkpoint_row_in_latex_and_compiles(tmp_path
 
         log = compile_two_column(sorted((tmp_path / "rep" / "tables").glob("*.tex")), tmp_path)
         assert "Float too large" not in log
+    # the run figures at the paper's physical size (pdfinfo, fonts, SVG and PNG sizes)
+    from analysis_core.export.figures import FigureStyle
+    from tests.core.test_export import HAVE_TOOLS, check_figures
+
+    names = {"runs__test_unseen", "checkpoint_runs__test_unseen", "variance_components__test_unseen"}
+    assert names <= set(rep.figures)
+    if HAVE_TOOLS:
+        style = FigureStyle.preset("single")
+        rep.figures = {n: rep.figures[n] for n in names}
+        write_report(ev, rep, tmp_path / "figs", ("pdf", "svg", "png"), style)
+        check_figures(tmp_path / "figs" / "figures", style, names)

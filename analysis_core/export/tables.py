@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..metrics.registry import label as metric_label
-from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
+from ..number_format import floor_p_columns, format_p_tex, format_value, is_p_column
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_\allowbreak{}",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -178,7 +178,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     ``table*`` when it fits the text width, else its columns in several tabulars (the first
     ``keys`` columns repeated in each; None: the columns that name a row, :func:`key_columns`).
     Numbers right-aligned (4 decimals, p-values by
-    :func:`~analysis_core.export.number_format.format_p_tex`), text left-aligned, every special
+    :func:`~analysis_core.number_format.format_p_tex`), text left-aligned, every special
     character escaped except in the ``raw`` columns (cells already in LaTeX: bold, marks, a value
     with its half-width); past ``max_rows`` rows, the first ones and a note that the CSV has all."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype

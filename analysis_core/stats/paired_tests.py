@@ -1,6 +1,7 @@
 """Paired tests between methods that answer the same queries, per pair of methods: the mean
 difference with its t interval, the sign-flip permutation test and Wilcoxon's signed-rank test for
-graded values, the exact McNemar test for hit rates, Holm's correction across pairs.
+graded values, the exact McNemar test for hit rates, Holm's correction across pairs
+(:mod:`.multiplicity`).
 
 Values equal within :data:`~.variability.VALUE_TOLERANCE` are merged first, so rounding noise is
 never reported as a difference. Wilcoxon's signed-rank test drops zero differences
@@ -17,32 +18,9 @@ import numpy as np
 import pandas as pd
 
 from ..options import check_alpha
+from .multiplicity import holm
 from .permutation import sign_flip_p_values_many
 from .variability import VALUE_TOLERANCE, clean_values, merge_rounding_noise
-
-
-def holm(p: pd.Series) -> pd.Series:
-    """Holm-adjusted p-values over the defined (non-NaN) ones: the i-th smallest of m times
-    ``m - i + 1``, made monotone by a running maximum, capped at 1. The same arithmetic as
-    statsmodels' ``multipletests(method="holm")``, whose every call also runs a full
-    ``gc.collect()`` (0.1-0.5 s each in a process holding many objects; a report makes hundreds)."""
-    out = pd.Series(np.nan, index=p.index)
-    ok = p.notna()
-    if ok.any():
-        out[ok] = holm_adjust(p[ok].to_numpy(np.float64))
-    return out
-
-
-def holm_adjust(p: np.ndarray) -> np.ndarray:
-    """Holm-adjusted ``p`` (no NaN), in the order given."""
-    p = np.asarray(p, np.float64)
-    order = np.argsort(p)
-    adjusted = np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1))
-    adjusted[adjusted > 1] = 1
-    out = np.empty_like(adjusted)
-    out[order] = adjusted
-    return out
-
 
 #: what a test over queries generalises over: new queries of these classes, answered by these trained
 #: models against this gallery

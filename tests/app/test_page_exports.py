@@ -18,7 +18,7 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from analysis_core.export.figures import chromium_path
-from analysis_core.export.number_format import is_p_column
+from analysis_core.number_format import is_p_column
 from tests.core.test_export import P_CELL, compile_two_column, p_cells
 
 ROOT = Path(__file__).resolve().parents[2]

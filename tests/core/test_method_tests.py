@@ -103,7 +103,7 @@ def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired
 def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
     from statsmodels.stats.multitest import multipletests
 
-    from analysis_core.stats.paired_tests import holm_adjust
+    from analysis_core.stats.multiplicity import holm_adjust
 
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 7, 45, 200):

@@ -35,7 +35,7 @@ def test_the_public_names_still_import_from_the_package():
     import analysis_core
     from analysis_core import Dataset, InputError, evaluate
 
-    assert evaluate.__module__ == "analysis_core.api" and Dataset.__module__ == "analysis_core.io"
+    assert evaluate.__module__ == "analysis_core.api" and Dataset.__module__ == "analysis_core.io.dataset"
     assert issubclass(InputError, Exception)
     assert set(analysis_core.__all__) <= set(dir(analysis_core))
     with pytest.raises(AttributeError):

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("analysis_core", "analysis_core.errors", "analysis_core.options", "analysis_core.extras",
                     "analysis_core.methods", "analysis_core.provenance", "analysis_core.numerics",
                     "analysis_core.number_format")),
-    ("io", ("analysis_core.io",)),
+    ("io", ("analysis_core.io", "analysis_core.io.")),
     ("metrics", ("analysis_core.metrics", "analysis_core.metrics.")),
     ("engine", ("analysis_core.engine", "analysis_core.engine.")),
     # arithmetic of statistics that knows nothing of evaluations: quantiles, resampling, permutation,

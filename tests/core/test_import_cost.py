@@ -54,6 +54,7 @@ def test_evaluating_arrays_does_not_import_the_statistics_or_plotting_stack():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.slow
 def test_the_command_line_starts_numba_without_importing_scipy_linalg_and_numba_keeps_its_blas(tmp_path):
     """``evaluate`` on the command line loads numba's code while it reads the input, and keeps
     numba from importing scipy.linalg to probe for BLAS (a few tenths of a second of the start):

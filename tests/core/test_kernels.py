@@ -31,6 +31,7 @@ def _mixed_data(rng, n, d, n_classes, dup_share):
     return X.astype(np.float32), y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n_classes=st.sampled_from([3, 40, 300]),
@@ -334,6 +335,7 @@ def test_the_same_class_tile_pairs_are_those_of_some_same_class_item_pair(seed, 
     assert [tuple(p) for p in got.tolist()] == sorted(want)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), d=st.sampled_from([3, 8, 257, 1000]), extra=st.sampled_from([0, 1, 2, 130]),
        precision=st.sampled_from(PRECISIONS), sim=st.sampled_from(["cosine", "dot"]))
@@ -374,6 +376,7 @@ class _LoadingFor:
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), ahead=st.integers(1, 40), n_classes=st.sampled_from([3, 40, 300]),

@@ -58,7 +58,7 @@ def _parquet(inp: Input, kind: str | None, opts: ReadOptions) -> tuple[dict, dic
     return table_to_arrays(read_parquet(inp), inp.name, opts.feature_prefix, opts.method, opts.notes, text=False)
 
 
-Reader = Callable[[Input, "str | None", ReadOptions], "tuple[dict, dict]"]
+Reader = Callable[[Input, str | None, ReadOptions], tuple[dict, dict]]
 #: file extension (lower case) -> its reader, given the file, its sniffed kind and the options
 READERS: dict[str, Reader] = {".npz": _npz, ".npy": _npy, ".csv": _text_table, ".tsv": _text_table,
                               ".parquet": _parquet, ".pq": _parquet}

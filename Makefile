@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 BENCHV  := .venv-bench
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: run test typecheck bench setup export-deps system-deps demo lint
+.PHONY: run test test-fast typecheck bench setup export-deps system-deps demo lint
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,12 @@ run: $(STAMP) export-deps
 
 test: $(STAMP) typecheck system-deps
 	$(VPY) -m pytest -q
+
+# the loop of a change (< 3 min on 2 cores): tests/core without the tests marked slow, install,
+# browser, latex, dask or r_oracle (markers: pyproject.toml); `make test` runs everything
+FAST_MARKERS := not slow and not install and not browser and not latex and not dask and not r_oracle
+test-fast: $(STAMP)
+	$(VPY) -m pytest -q tests/core -m "$(FAST_MARKERS)"
 
 # the package's annotations (it ships py.typed): zero mypy errors (settings: pyproject.toml [tool.mypy])
 typecheck: $(STAMP)

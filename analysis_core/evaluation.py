@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -13,6 +12,7 @@ from .engine.core import PRECISIONS, PassResult, Progress, run_pass
 from .errors import InputError
 from .io import Dataset, validate
 from .metrics.registry import put_key, query_columns
+from .numerics import fsum_mean
 from .options import check_alpha, check_int, check_ks
 from .stats.histograms import jensen_shannon
 from .stats.sampling import (
@@ -28,12 +28,6 @@ from .stats.sampling import (
 
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
-
-
-def fsum_mean(x: np.ndarray) -> float:
-    """Mean with an exactly rounded sum (math.fsum): independent of the order of the queries."""
-    x = np.asarray(x, np.float64)
-    return math.fsum(x.tolist()) / x.size if x.size else float("nan")
 
 
 #: why a retrieval problem has no metric at all (the command line, the report, the dashboard say it)

@@ -23,9 +23,9 @@ from analysis_core.export.figures import (
     chromium_path,
     figure_bytes,
 )
-from analysis_core.export.number_format import display_formats, format_p, is_p_column
 from analysis_core.export.tables import csv_text, to_latex
 from analysis_core.figures.style import plot_text as _plot_text
+from analysis_core.number_format import display_formats, format_p, is_p_column
 from analysis_core.report import build_report, write_report
 from dashboard import state
 

@@ -32,7 +32,6 @@ class Setup:
     vectors: np.ndarray  # (unique vectors, d) in canonical order, float32 or float64 (the precision)
     similarity: str
     items: np.ndarray  # input row of each canonical item position
-    item_vector: np.ndarray  # unique vector of each item position
     vector_offsets: np.ndarray  # items of vector u: positions vector_offsets[u]:vector_offsets[u + 1]
     labels: np.ndarray  # class code per item position
     is_query: np.ndarray  # per item position
@@ -60,7 +59,6 @@ class Setup:
     vector_label: np.ndarray  # class code of a vector's single item; -1: a vector shared by several items
     vector_is_query: np.ndarray  # uint8 flags of a vector's single item (kernels read these)
     vector_is_gallery: np.ndarray
-    leave_one_out: bool  # every item a query and in the gallery
     tile_has_shared_vector: np.ndarray  # per tile: holds a vector of several items (general kernel)
     tile_has_query: np.ndarray
     tile_has_gallery: np.ndarray
@@ -154,14 +152,14 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
-        vectors=Xu, similarity=similarity, items=items, item_vector=item_u, vector_offsets=uptr, labels=lab,
+        vectors=Xu, similarity=similarity, items=items, vector_offsets=uptr, labels=lab,
         is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R,
         n_entries=positive_entries(groups, lab[q_pos], q_pos), query_tile=item_u[q_pos] // TILE,
         group_offsets=groups.offsets, group_label=groups.label, group_is_query=groups.is_query,
         group_is_gallery=groups.is_gallery, group_count=groups.count, group_item=groups.item,
         all_query_positions=all_q, query_expand=expand,
         score_lo=lo, score_hi=hi, n_bins=n_bins, vector_label=ulab, vector_is_query=q_c[first].astype(np.uint8),
-        vector_is_gallery=g_c[first].astype(np.uint8), leave_one_out=bool(q_c.all() and g_c.all()),
+        vector_is_gallery=g_c[first].astype(np.uint8),
         tile_has_shared_vector=tile_shared, tile_has_query=tile_has_query, tile_has_gallery=tile_has_gallery,
         tile_all_query=tile_all_query, tile_all_gallery=tile_all_gallery,
         same_class_tiles=pos_pairs, ks=ks_arr,

@@ -126,11 +126,6 @@ def _page(fig: go.Figure, style: FigureStyle) -> dict:
     return {"data": data, "layout": layout}
 
 
-def styled(fig: go.Figure, style: FigureStyle) -> go.Figure:
-    """A copy of ``fig`` laid out for the page (:func:`_page`)."""
-    return go.Figure(_page(fig, style), _validate=False)
-
-
 RELOAD_EVERY = 50  # renders between two reloads of kaleido's page
 
 

@@ -18,7 +18,8 @@ import pandas as pd
 from ..figures.class_sweep import SWEEP_METRICS
 from ..metrics.registry import by_name, get_key
 from ..metrics.registry import label as metric_label
-from .number_format import format_value
+from ..number_format import format_value
+from ..stats.quantiles import t_half_width
 from .tables import TexCell, to_latex
 
 if TYPE_CHECKING:
@@ -367,15 +368,6 @@ LOWER_IS_BETTER: set[str] = set()  # every headline metric is better when higher
 SignificanceHook = Callable[[str, str, str, str], "bool | None"]
 
 
-def _t_half(values: np.ndarray, alpha: float) -> float:
-    from ..stats.quantiles import t_quantile
-
-    v = values[np.isfinite(values)]
-    if v.size < 2:
-        return math.nan
-    return float(t_quantile(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-
-
 def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | None = None,
                   headline: tuple[str, ...] = HEADLINE, unit: str = "query", seed: int = 0) -> pd.DataFrame:
     """One row per (split, method): each headline metric and the half-width of its 1 - alpha
@@ -416,7 +408,7 @@ def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | No
                 elif name in iv:
                     half = (iv[name]["high"] - iv[name]["low"]) / 2
                 elif col is not None and col in pq:
-                    half = _t_half(np.asarray(pq[col], float), alpha)
+                    half = t_half_width(pq[col], alpha)
                 else:
                     half = math.nan
                 row[f"{name}_half_width"] = half

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..metrics.registry import label as metric_label
-from .number_format import floor_p_columns, format_p_tex, format_value, is_p_column
+from ..number_format import floor_p_columns, format_p_tex, format_value, is_p_column
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_\allowbreak{}",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -89,7 +89,7 @@ def _formula_rows(col) -> np.ndarray:
 
 def csv_text(df) -> str:
     """``df`` as the text of a CSV file, the way every table the product writes is: no index,
-    p-values floored (:func:`~analysis_core.export.number_format.floor_p_columns`), text cells and
+    p-values floored (:func:`~analysis_core.number_format.floor_p_columns`), text cells and
     column names made safe for spreadsheets by :func:`spreadsheet_text`, every text cell quoted
     (quotes inside doubled; a carriage return stays inside its cell), numbers bare."""
     import csv
@@ -250,7 +250,7 @@ def to_latex(df, caption: str | None = None, label: str | None = None, headers: 
     ``table*`` when it fits the text width, else its columns in several tabulars (the first
     ``keys`` columns repeated in each; None: the columns that name a row, :func:`key_columns`).
     Numbers right-aligned (4 decimals, p-values by
-    :func:`~analysis_core.export.number_format.format_p_tex`), text left-aligned, every special
+    :func:`~analysis_core.number_format.format_p_tex`), text left-aligned, every special
     character escaped except in the ``raw`` columns (cells already in LaTeX: bold, marks, a value
     with its half-width); past ``max_rows`` printed lines the table continues in another float
     ("(continued)"), up to :data:`MAX_FLOATS` floats; past those, a note that the CSV has every row."""

@@ -80,7 +80,7 @@ def box_fill(i: int) -> str:
 def base_layout(title: str, font_family: str = "Liberation Sans, Arial, sans-serif", font_size: int = 12,
                 aspect: float = DEFAULT_ASPECT, rows: float | None = None, label_chars: int = 0) -> dict:
     """The screen layout; ``aspect`` (plot-area height / width) and ``rows`` (one labelled row
-    per category) tell the export how tall the figure kind is (:func:`export_layout`);
+    per category) tell the export how tall the figure kind is (:func:`page_layout`);
     ``label_chars``, the longest category label on the y axis, how much of the width it takes."""
     return dict(
         title=dict(text=title, x=0.0, xanchor="left", font=dict(size=font_size + 2)),
@@ -228,11 +228,3 @@ def page_layout(layout: dict, entries: list[str], width_px: float, font_family: 
         _merge(lay[k], dict(automargin=True, title=dict(font=dict(size=font_px), standoff=4),
                             tickfont=dict(size=font_px)))
     return lay
-
-
-def export_layout(fig: go.Figure, width_px: float, font_family: str, font_px: float,
-                  height_px: float | None = None) -> None:
-    """Lay ``fig`` out in place for the page (:func:`page_layout`)."""
-    layout = fig.layout.to_plotly_json()
-    layout.pop("template", None)
-    fig.update_layout(page_layout(layout, legend_entries(fig), width_px, font_family, font_px, height_px))

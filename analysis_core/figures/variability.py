@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..export.number_format import format_p
+from ..number_format import format_p
 from ..stats.bands import ALL, describe
 from ..stats.posthoc import PostHocResult
 from .style import (

@@ -18,9 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-#: cutoffs a per-query kernel can be evaluated at
-CUTOFFS = ("all", "R", "k")
-
 
 @dataclass(frozen=True)
 class MetricSpec:
@@ -32,7 +29,8 @@ class MetricSpec:
     ``"mean"`` (mean of graded per-query values), ``"hit"`` (mean of 0/1 hits, fractional only
     when a tie block straddles the cutoff), ``"bound"`` (a bound of another metric) or ``"pair"``
     (a statistic of all pairs, no column); ``kernel``: the tie-block function; ``in_tables``:
-    a headline metric (summary tables, per-metric paired tests)."""
+    a headline metric (summary tables, per-metric paired tests); ``doc``: the definition in one line,
+    for whoever reads the registry (the docstrings of :mod:`.tie_blocks` give the formulas)."""
 
     name: str
     column: str | None

@@ -27,7 +27,6 @@ from .variability import metric_frame
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
 
-ALL_ITEMS = "all"
 # why a checkpoint's interval is undefined (by its number of scored queries)
 NO_INTERVAL = {0: "no interval: no scored query", 1: "no interval: one scored query"}
 PAIR_STATISTIC = "no interval: a statistic of all pairs, not a mean over queries"
@@ -73,7 +72,7 @@ def without_step(methods: list[str] | Design) -> list[str]:
 
 def checkpoint_analysis(evaluations: dict[str, Evaluation], alpha: float = 0.05, n_permutations: int = 10_000,
                         seed: int = 0, unit: str = "class") -> CheckpointAnalysis:
-    """``evaluations``: split name (or :data:`ALL_ITEMS`) -> :class:`~analysis_core.Evaluation`.
+    """``evaluations``: split name (or ``"all"``) -> :class:`~analysis_core.Evaluation`.
     ``unit``: ``"class"`` (default) takes every interval and the best-vs-last test from the
     evaluation's jackknife over classes; ``"query"`` uses t intervals over queries and the paired
     per-query tests (these models, this gallery). ``unit`` and ``n_units`` columns say which."""

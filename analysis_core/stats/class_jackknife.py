@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..numerics import fsum_mean
 from ..options import check_alpha, check_int
 from .quantiles import t_quantile
 from .sampling import korn_graubard
@@ -128,7 +129,7 @@ class ClassJackknife:
         test with G - 1 df, so it is below α exactly when the interval excludes 0."""
         from scipy import stats
 
-        from .paired_tests import holm
+        from .multiplicity import holm
 
         check_alpha(alpha)
         index = {m: i for i, m in enumerate(self.methods)}
@@ -217,7 +218,7 @@ def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, 
         keep = r.values[:, 0] > 0
         for j, c in enumerate(cols):
             v = r.values[keep, r.columns.index(c.column)]
-            estimate[i, j] = math.fsum(v.tolist()) / v.size if v.size else math.nan
+            estimate[i, j] = fsum_mean(v)
 
     ds = ev.dataset
     labels = ds.label_codes[ev.rows]
@@ -252,7 +253,7 @@ def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, 
             scored = r.values[:, 0] > 0
             for j, c in enumerate(cols):
                 v = r.values[scored, r.columns.index(c.column)]
-                reps[g, i, j] = math.fsum(v.tolist()) / v.size if v.size else math.nan
+                reps[g, i, j] = fsum_mean(v)
             done += 1
             if progress is not None:
                 progress(done, total, f"class jackknife: {m}")

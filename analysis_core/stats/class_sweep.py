@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
-from ..evaluation import fsum_mean
+from ..numerics import fsum_mean
 from ..options import check_int
 from .grouped_recall import grouped_recall
 from .histograms import jensen_shannon

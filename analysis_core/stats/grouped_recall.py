@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..engine.core import run_pass
 from ..engine.results import PassResult
+from ..numerics import fsum_mean
 from .quantiles import t_quantile
 
 
@@ -110,7 +111,7 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
         for k in ks:
             col = res.columns.index(f"recall_at_{k}")
             v = res.values[scored, col]
-            rows.append(dict(repeat=r, group=g, k=k, recall=math.fsum(v.tolist()) / v.size if v.size else np.nan,
+            rows.append(dict(repeat=r, group=g, k=k, recall=fsum_mean(v),
                              n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
     per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
     scored = per_group[per_group["recall"].notna()]

@@ -1,6 +1,7 @@
 """Paired tests between methods that answer the same queries, per pair of methods: the mean
 difference with its t interval, the sign-flip permutation test and Wilcoxon's signed-rank test for
-graded values, the exact McNemar test for hit rates, Holm's correction across pairs.
+graded values, the exact McNemar test for hit rates, Holm's correction across pairs
+(:mod:`.multiplicity`).
 
 Values equal within :data:`~.variability.VALUE_TOLERANCE` are merged first, so rounding noise is
 never reported as a difference. Wilcoxon's signed-rank test drops zero differences
@@ -17,32 +18,9 @@ import numpy as np
 import pandas as pd
 
 from ..options import check_alpha
+from .multiplicity import holm
 from .permutation import sign_flip_p_values_many
 from .variability import VALUE_TOLERANCE, clean_values, merge_rounding_noise
-
-
-def holm(p: pd.Series) -> pd.Series:
-    """Holm-adjusted p-values over the defined (non-NaN) ones: the i-th smallest of m times
-    ``m - i + 1``, made monotone by a running maximum, capped at 1. The same arithmetic as
-    statsmodels' ``multipletests(method="holm")``, whose every call also runs a full
-    ``gc.collect()`` (0.1-0.5 s each in a process holding many objects; a report makes hundreds)."""
-    out = pd.Series(np.nan, index=p.index)
-    ok = p.notna()
-    if ok.any():
-        out[ok] = holm_adjust(p[ok].to_numpy(np.float64))
-    return out
-
-
-def holm_adjust(p: np.ndarray) -> np.ndarray:
-    """Holm-adjusted ``p`` (no NaN), in the order given."""
-    p = np.asarray(p, np.float64)
-    order = np.argsort(p)
-    adjusted = np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1))
-    adjusted[adjusted > 1] = 1
-    out = np.empty_like(adjusted)
-    out[order] = adjusted
-    return out
-
 
 #: what a test over queries generalises over: new queries of these classes, answered by these trained
 #: models against this gallery
@@ -188,26 +166,15 @@ def _holm_columns(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
     return out
 
 
-def mcnemar_tests(df: pd.DataFrame, alpha: float = 0.05, n_permutations: int = 10_000, seed: int = 0,
-                  value: str = "value") -> pd.DataFrame:
+def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFrame, list[tuple[int, np.ndarray]]]:
     """Every pair of methods on a hit-rate metric (P@1, Recall@K) over the queries both answer:
     the exact McNemar test (statsmodels' ``mcnemar(exact=True)``: a binomial test on the
-    discordant counts ``discordant_a`` = hits of a only, ``discordant_b`` = hits of b only), Holm
-    across pairs, and the difference of hit rates with its t interval. Where ties at the cutoff
-    make some per-query hits fractional (expected hits), the sign-flip permutation test on the
-    differences is used instead (for 0/1 hits it is the same conditional test) and ``note`` says so."""
-    check_alpha(alpha)
-    out, fractional = _mcnemar_rows(df, alpha, value)
-    p = sign_flip_p_values_many([d for _, d in fractional], n_permutations, seed)
-    for (i, _), (v, _) in zip(fractional, p, strict=True):
-        out.loc[i, "p_value"] = float(v[0])
-    return _mcnemar_holm(out, alpha)
-
-
-def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFrame, list[tuple[int, np.ndarray]]]:
-    """:func:`mcnemar_tests` up to the p-values of the sign-flip tests (NaN) and the Holm columns,
-    with (row, differences) of those tests: the permutation tests of several tables can then
-    share one draw of signs."""
+    discordant counts ``discordant_a`` = hits of a only, ``discordant_b`` = hits of b only) and
+    the difference of hit rates with its t interval. Where ties at the cutoff make some per-query
+    hits fractional (expected hits), the sign-flip permutation test on the differences is used
+    instead (for 0/1 hits it is the same conditional test) and ``note`` says so; those p-values
+    are NaN here, filled by the caller from the (row, differences) returned, so that the tests of
+    several tables share one draw of signs; then :func:`_mcnemar_holm`."""
     pairs = [(a, b, va, vb, merge_differences(va, vb)) for a, b, va, vb in _pairs(df, value)]
     rows: list[dict] = []
     exact, fractional = [], []
@@ -239,7 +206,7 @@ def _mcnemar_rows(df: pd.DataFrame, alpha: float, value: str) -> tuple[pd.DataFr
 
 
 def _mcnemar_holm(out: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """The Holm column and ``reject`` of a :func:`mcnemar_tests` table (in place)."""
+    """The Holm column and ``reject`` of a :func:`_mcnemar_rows` table (in place)."""
     out["p_holm"] = holm(out["p_value"])
     out["reject"] = (out["p_holm"] < alpha).fillna(False).astype(bool)
     return out

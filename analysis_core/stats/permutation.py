@@ -187,10 +187,3 @@ def _unpack_signs(packed: np.ndarray, m: int, n: int) -> np.ndarray:
     signs *= 2
     signs -= 1
     return signs
-
-
-def sign_flip_p_value(d: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> tuple[float, bool]:
-    """:func:`sign_flip_p_values` of one vector of differences."""
-    p, exact = sign_flip_p_values(d, n_permutations, seed)
-    return float(p[0]), exact
-

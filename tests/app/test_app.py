@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate, load_files
-from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle, chromium_path
+from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -112,6 +112,7 @@ def test_statistics_page_numbers_equal_the_core():
     np.testing.assert_allclose(shown.loc["anova", "statistic"], ref.loc["anova", "statistic"], rtol=1e-12)
 
 
+@pytest.mark.dask
 def test_compute_setting_and_query_sample_give_the_cores_numbers():
     """A local Dask cluster gives the in-process numbers; a query sample shows the core's estimates
     and intervals, and the per-class table says how many queries each class contributed."""
@@ -141,8 +142,8 @@ def test_compute_setting_and_query_sample_give_the_cores_numbers():
     assert table.groupby("method")["n_queries"].sum().eq(300).all()
 
 
-@pytest.mark.skipif(chromium_path() is None or shutil.which("pdfinfo") is None,
-                    reason="Chromium or poppler-utils missing (make test installs them)")
+@pytest.mark.browser
+@pytest.mark.skipif(shutil.which("pdfinfo") is None, reason="poppler-utils missing (make test installs them)")
 def test_export_all_archive_is_rebuilt_at_the_new_presets_size():
     at = _open("digits")
     sizes = {}

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from analysis_core.export.figures import chromium_path
-from analysis_core.export.number_format import is_p_column
+from analysis_core.number_format import is_p_column
 from tests.app.conftest import spy_downloads
-from tests.core.test_export import P_CELL, compile_two_column, p_cells
+
+from ..helpers import P_CELL, compile_two_column, p_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -53,7 +53,7 @@ def offered():
     return files, deferred, shown
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.latex
 def test_every_latex_download_compiles_in_two_columns_and_fits(offered, tmp_path):
     files, _, _ = offered
     texs = []
@@ -96,8 +96,8 @@ def test_no_p_value_is_shown_or_downloaded_as_zero_or_long(offered):
                     assert (df[c].dropna() > 0).all(), (name, c)
 
 
-@pytest.mark.skipif(chromium_path() is None or shutil.which("pdfinfo") is None,
-                    reason="Chromium or poppler-utils missing (make test installs them)")
+@pytest.mark.browser
+@pytest.mark.skipif(shutil.which("pdfinfo") is None, reason="poppler-utils missing (make test installs them)")
 def test_page_figure_downloads_have_the_single_column_size(offered, tmp_path):
     _, deferred, _ = offered
     pdfs = {n: fn for n, fn in deferred.items() if n.endswith(".pdf")}

@@ -4,7 +4,6 @@ on the page within 15 s; the session keeps working afterwards."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import time
 from pathlib import Path
@@ -12,15 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+pytestmark = pytest.mark.dask
 pytest.importorskip("distributed")
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +26,8 @@ def web_server():
 
 
 @pytest.mark.parametrize("kind", ["garbage", "closed port", "web server"])
-def test_a_bad_scheduler_address_is_a_message_within_15_s(kind, web_server):
-    address = {"garbage": "not an address", "closed port": f"tcp://127.0.0.1:{_free_port()}",
+def test_a_bad_scheduler_address_is_a_message_within_15_s(kind, web_server, free_port):
+    address = {"garbage": "not an address", "closed port": f"tcp://127.0.0.1:{free_port}",
                "web server": f"tcp://127.0.0.1:{web_server}"}[kind]
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.radio(key="compute_mode").set_value("scheduler").run(timeout=60)

@@ -14,7 +14,7 @@ from analysis_core import evaluate, load_files
 from analysis_core.stats.analysis import analyse
 from analysis_core.stats.variability import ap_frame, metric_frame
 
-from ..core.test_cli import run_cli
+from ..helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")

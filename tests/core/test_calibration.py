@@ -24,6 +24,7 @@ def harness():
     return mod
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["loo_8x8", "qg_gallery_noise"])
 def test_default_comparisons_hold_their_level_and_intervals_cover(harness, scenario):
     rows = harness.run(scenario, REPLICATES, 0.05, n_truth=200)
@@ -35,6 +36,7 @@ def test_default_comparisons_hold_their_level_and_intervals_cover(harness, scena
     assert by[("map comparison", "class")]["power"] >= 0.25  # (400 replicates: 0.4-0.6 by scenario)
 
 
+@pytest.mark.slow
 def test_the_query_unit_rejects_too_often_on_leave_one_out(harness):
     """Why the class unit is the default: on the same leave-one-out null the per-query tests
     reject far above 5 % (measured 0.22 over 400 replicates for mAP)."""

@@ -113,6 +113,7 @@ def test_methods_without_a_step_beside_checkpoints_are_their_own_families_not_dr
     assert set(ca.table["method"]) == set(methods)
 
 
+@pytest.mark.slow
 def test_methods_without_a_step_are_never_a_training_curve():
     """Unrelated methods (or runs named by seed) in their order are no training run: no family,
     no checkpoint table or figure in the report, and the report says why (the digits demo's

@@ -20,8 +20,8 @@ from analysis_core.stats.error_reject import error_reject_curve
 from analysis_core.stats.grouped_recall import grouped_recall
 from analysis_core.stats.histograms import histogram_table, jensen_shannon
 
+from ..helpers import run_cli
 from .oracle import leave_one_out_rows, ranking_metrics, score_matrix
-from .test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,6 +99,7 @@ def test_error_reject_curve_with_informative_and_random_confidences():
     assert abs(random.curve["error"].iloc[50] - (1 - p1.mean())) < 0.05  # random rejection: flat
 
 
+@pytest.mark.slow
 def test_generalization_gap_on_the_demo_checkpoints(tmp_path):
     out = tmp_path / "rep"
     r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "", "--quiet",
@@ -117,6 +118,7 @@ def test_generalization_gap_on_the_demo_checkpoints(tmp_path):
     assert (erc.groupby("method")["spearman"].first() > 0).all()  # demo confidences track difficulty
 
 
+@pytest.mark.slow
 def test_evaluate_cli_group_size_and_max_classes(tmp_path):
     r = run_cli("evaluate", ROOT / "demo_data" / "many_classes.npz", "--group-size", "10", "--max-classes", "200",
                 "--seed", "3", "--quiet")

@@ -87,6 +87,7 @@ DATA = {
 }
 
 
+@pytest.mark.r_oracle
 @pytest.mark.skipif(not r_has("lmerTest"), reason="Rscript with lme4 and lmerTest missing")
 @pytest.mark.parametrize("name", list(DATA))
 def test_lmertest_agrees(name):
@@ -136,6 +137,7 @@ def balanced(draw) -> pd.DataFrame:
     return simulate(draw(st.integers(0, 2**32 - 1)), n_classes, (n_queries, n_queries), n_methods, sd=sd)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(balanced())
 def test_complete_balanced_designs_give_the_anova_closed_form(df):
@@ -173,6 +175,7 @@ def test_complete_balanced_designs_give_the_anova_closed_form(df):
     np.testing.assert_allclose(t["df"], np.r_[df_int, np.full(n_m - 1, (n_c - 1) * (n_m - 1))], rtol=1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n_classes=st.integers(3, 12), n_queries=st.integers(2, 6), seed=st.integers(0, 2**31 - 1))
 def test_two_methods_give_the_paired_t_test_on_class_means_where_the_class_method_variance_is_inside(
@@ -230,6 +233,7 @@ def degenerate_tables(draw):
     return df, kind, bad
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(degenerate_tables(), st.sampled_from([0.01, 0.05, 0.1]))
 def test_class_mixed_model_is_total_on_degenerate_tables(case, alpha):

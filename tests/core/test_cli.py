@@ -6,8 +6,6 @@ import io
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,20 +14,8 @@ import pytest
 
 from analysis_core import evaluate, load_files
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "analysis_core", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
-
-
-def _good(tmp_path, n=60, name="good.npz"):
-    rng = np.random.default_rng(0)
-    p = tmp_path / name
-    np.savez(p, embeddings=rng.standard_normal((n, 4)).astype(np.float32), labels=rng.integers(0, 3, n))
-    return p
+from ..helpers import ROOT, run_cli
+from ..helpers import good_npz as _good
 
 
 def test_evaluate_writes_summary_and_per_query(tmp_path):

@@ -4,22 +4,16 @@ problem within 15 s (never a ValueError traceback, never a hang)."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import time
 
 import pytest
 
+pytestmark = pytest.mark.dask
 pytest.importorskip("distributed")
 
 from analysis_core.engine.distributed import DaskCompute  # noqa: E402
 from analysis_core.errors import ComputeError  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +40,8 @@ def test_a_malformed_address_is_refused_at_once(address, says):
     assert "tcp://HOST:PORT" in str(err.value)
 
 
-def test_a_closed_port_is_a_message_within_15_s():
-    address = f"tcp://127.0.0.1:{free_port()}"
+def test_a_closed_port_is_a_message_within_15_s(free_port):
+    address = f"tcp://127.0.0.1:{free_port}"
     t0 = time.monotonic()
     with pytest.raises(ComputeError, match="cannot reach"):
         DaskCompute(scheduler=address).start()

@@ -16,7 +16,7 @@ from analysis_core import Dataset, InputError, evaluate
 from analysis_core.report import build_report
 from analysis_core.stats.analysis import analyse
 
-from .test_cli import run_cli
+from ..helpers import run_cli
 
 P_COLUMNS = {"p_value", "p_adj", "p_permutation", "p_wilcoxon", "p_permutation_holm", "p_wilcoxon_holm", "p_holm"}
 
@@ -79,6 +79,7 @@ def ap_tables(draw):
     return pd.DataFrame(rows), pool == "constant", identical
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ap_tables(), st.sampled_from([0.01, 0.05, 0.1]))
 def test_analyse_is_total_and_claims_nothing_on_uninformative_tables(case, alpha):
@@ -209,6 +210,7 @@ EXPECTED_WARNINGS = {
 }
 
 
+@pytest.mark.slow
 def test_report_exits_0_on_every_named_degenerate_case_and_names_what_is_undefined(tmp_path):
     cases = _named_cases(tmp_path)
     assert set(cases) == set(EXPECTED_WARNINGS)

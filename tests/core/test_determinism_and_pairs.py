@@ -28,6 +28,7 @@ def _keyed(res):
     return res.values[order], res.pr_curves[order]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), sim=st.sampled_from(["dot", "euclidean", "cosine"]),

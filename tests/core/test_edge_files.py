@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import analysis_core as ac
 from analysis_core.errors import InputError
 
-from .test_cli import ROOT, run_cli
+from ..helpers import ROOT, run_cli
 
 
 def _npz(path, **arrays):
@@ -124,6 +124,7 @@ def test_dot_scores_within_range_in_float64_are_computed_there():
     assert a["expected"] == pytest.approx(b["expected"], abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to run as an unprivileged user (root ignores permissions)")
 def test_paths_the_file_system_refuses_exit_2_naming_the_path():

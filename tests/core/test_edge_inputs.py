@@ -211,6 +211,7 @@ def _advised(ow) -> tuple[str, str]:
     return ("welch", "games-howell") if "read Welch" in ow.advice else ("anova", "tukey")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("per_group", [3, 4, WELCH_MIN_GROUP - 1])
 def test_the_advised_tests_hold_their_level_on_noise(per_group):
     """Normal noise, 10 equal-variance groups smaller than WELCH_MIN_GROUP: the tests the advice

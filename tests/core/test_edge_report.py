@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import numpy as np
 import pytest
 
 import analysis_core as ac
+from tests.helpers import compile_two_column
 
-from .test_cli import run_cli
-from .test_export import compile_two_column
+from ..helpers import run_cli
 
 
 def _checkpoints(path, seed, names=("model_epoch1", "model_epoch2", "model_epoch10"), split=None):
@@ -27,6 +26,7 @@ def _checkpoints(path, seed, names=("model_epoch1", "model_epoch2", "model_epoch
     return path
 
 
+@pytest.mark.slow
 def test_a_report_of_methods_named_file_slash_method_writes_every_file(tmp_path):
     """Two files of several methods each: names ``run_a/model_epoch1`` ... The figures named after
     them were written into folders that did not exist, and the report stopped half-written with
@@ -44,6 +44,7 @@ def test_a_report_of_methods_named_file_slash_method_writes_every_file(tmp_path)
     assert list(summary["methods"]) == [f"{f}/model_epoch{e}" for f in ("run_a", "run_b") for e in (1, 2, 10)]
 
 
+@pytest.mark.slow
 def test_a_split_without_a_positive_is_skipped_with_its_reason(tmp_path):
     """A split whose every class has one item in it is no retrieval problem: skipped and named,
     like a split of one class (it was kept, with all-NaN columns and empty figures)."""
@@ -60,7 +61,8 @@ def test_a_split_without_a_positive_is_skipped_with_its_reason(tmp_path):
     assert list(summary.get("splits", {})) in ([], ["train"])
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.slow
+@pytest.mark.latex
 def test_long_method_names_keep_every_table_within_its_width(tmp_path):
     """Names of 27 characters with underscores (proxyanchor_bninception_e10) could not break in
     their column, and bold best values are wider than regular ones: 11 of 15 tables overflowed."""
@@ -115,6 +117,7 @@ def test_reports_summary_has_grouped_recall_equal_to_its_table(tmp_path, request
                 assert v[key] == pytest.approx(want.loc[int(k), key], abs=1e-12)
 
 
+@pytest.mark.slow
 def test_a_report_of_a_one_class_split_has_no_grouped_recall_and_says_why(tmp_path):
     """``--split`` naming a split of one class: no groups can be formed; the report still runs."""
     split = np.where(np.repeat(np.arange(6), 8) == 0, "lone", "rest")

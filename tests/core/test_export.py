@@ -20,12 +20,12 @@ from PIL import Image
 
 from analysis_core import evaluate, load_files
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
-from analysis_core.export.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
 from analysis_core.export.paper_tables import summary_frame
 from analysis_core.export.tables import tex_escape, to_latex
+from analysis_core.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
 from analysis_core.report import build_report, write_report
 
-from .test_cli import ROOT, run_cli
+from ..helpers import P_CELL, ROOT, compile_two_column, p_cells, run_cli
 
 METHODS = ["model_e1", "model_e2", "model_e3"]  # checkpoints of one run, of increasing quality
 FIGURES = ({"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "grouped_recall_by_size", "erc",
@@ -34,7 +34,12 @@ FIGURES = ({"pr_bands", "ap_by_class", "tukey_hsd", "paired_differences", "group
            | {f"checkpoints__{split}" for split in ("train", "test")}
            | {f"checkpoint_classes__{split}__model" for split in ("train", "test")})  # family "model"
 HAVE_TOOLS = chromium_path() is not None and shutil.which("pdfinfo") and shutil.which("pdffonts")
-needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="Chromium or poppler-utils missing (make test installs them)")
+_poppler = pytest.mark.skipif(not HAVE_TOOLS, reason="Chromium or poppler-utils missing (make test installs them)")
+
+
+def needs_tools(test):
+    """Chromium (marker ``browser``) and poppler-utils."""
+    return pytest.mark.browser(_poppler(test))
 
 
 def small_dataset(path: Path) -> Path:
@@ -107,11 +112,13 @@ def cli_report(small_npz, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @needs_tools
 def test_report_cli_figures_have_the_custom_width_and_dpi(cli_report):
     check_figures(cli_report / "figures", FigureStyle.preset("custom", width_in=5.0, dpi=200))
 
 
+@pytest.mark.slow
 @needs_tools
 @pytest.mark.parametrize("preset", ["single", "double"])
 def test_report_figures_have_the_presets_physical_size(built, preset, tmp_path):
@@ -129,6 +136,7 @@ def test_custom_style_needs_its_width_and_bad_sizes_are_refused(small_npz, tmp_p
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_report_without_chromium_exits_2_with_the_install_command_before_computing(tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))  # kaleido's own override
     assert chromium_path() is None
@@ -148,36 +156,8 @@ def test_report_without_chromium_exits_2_with_the_install_command_before_computi
 
 # ---- tables ------------------------------------------------------------------------------------
 
-P_CELL = re.compile(r"^(\$<10\^\{-12\}\$|\$[1-9]\.\d\d\\times10\^\{-\d+\}\$|0\.\d+|1|--)$")
-
-
-def compile_two_column(texs: list[Path], tmp: Path, packages: tuple[str, ...] = ("booktabs",)) -> str:
-    """pdflatex on every file in a two-column article; returns the log (asserting success)."""
-    doc = tmp / "doc.tex"
-    doc.write_text("\\documentclass[twocolumn]{article}\n" + "".join(f"\\usepackage{{{p}}}\n" for p in packages)
-                   + "\\begin{document}\n" + "\n".join(f"\\input{{{t.with_suffix('')}}}\n\\clearpage" for t in texs)
-                   + "\n\\end{document}\n")
-    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:]
-    return (tmp / "doc.log").read_text(errors="replace")
-
-
-def p_cells(tex: str) -> list[str]:
-    """The cells of every p-value column (header "p" or "p ...") of a booktabs table."""
-    cells = []
-    for block in tex.split(r"\toprule")[1:]:
-        head, body = block.split(r"\midrule", 1)
-        header = [h.strip() for h in head.replace(r"\\", "").split("&")]
-        header = [h.replace("\\_", "_") for h in header]
-        idx = [i for i, h in enumerate(header) if re.match(r"^p( |$)", h) or is_p_column(h)]
-        for line in body.split(r"\bottomrule")[0].strip().splitlines():
-            row = [c.strip() for c in line.removesuffix(r"\\").split(" & ")]
-            cells += [row[i] for i in idx]
-    return cells
-
-
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.slow
+@pytest.mark.latex
 def test_every_report_table_compiles_in_two_columns_without_overfull_boxes(cli_report, tmp_path):
     texs = sorted((cli_report / "tables").glob("*.tex"))
     names = {t.stem for t in texs}
@@ -189,6 +169,7 @@ def test_every_report_table_compiles_in_two_columns_without_overfull_boxes(cli_r
         assert all(ord(c) < 128 for c in t.read_text()), t.name
 
 
+@pytest.mark.slow
 def test_p_values_are_never_zero_nor_long_in_the_reports_tables(cli_report):
     seen = 0
     for t in (cli_report / "tables").glob("*.tex"):
@@ -206,6 +187,7 @@ def test_p_values_are_never_zero_nor_long_in_the_reports_tables(cli_report):
                 assert (v > 0).all() and (v <= 1).all(), (t.name, c)
 
 
+@pytest.mark.slow
 def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
     from statsmodels.stats.weightstats import DescrStatsW
 
@@ -262,7 +244,7 @@ def test_p_value_format_never_prints_zero_nor_many_digits():
     assert floor_p_columns(frame)["p_value"].iloc[0] == P_FLOOR
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.latex
 def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
     rng = np.random.default_rng(0)
     long = pd.DataFrame({"query": np.arange(2000), "label": rng.integers(0, 9, 2000), "ap": rng.random(2000)})
@@ -287,7 +269,7 @@ def test_long_wide_and_unicode_tables_fit_a_column_or_the_page(tmp_path):
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.latex
 def test_class_names_in_any_script_stay_distinct_in_latex_and_compile(tmp_path):
     """Accented labels keep their accents (as accent commands) and letters pdflatex has no glyph
     for are written as code points: 'café' and 'cafe', '中文' and '日本' stay apart (they were
@@ -302,7 +284,7 @@ def test_class_names_in_any_script_stay_distinct_in_latex_and_compile(tmp_path):
     assert "Missing character" not in log and log.count("Overfull \\hbox") == 0
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.latex
 def test_one_method_three_classes_tables_compile_and_bold_nothing(tmp_path):
     rng = np.random.default_rng(0)
     p = tmp_path / "tiny.npz"
@@ -335,7 +317,8 @@ def reduced_training(path: Path, per: int = 8) -> Path:
     return path
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.slow
+@pytest.mark.latex
 def test_training_demo_by_split_tables_compile_in_two_columns_with_bold_best_and_marks(tmp_path):
     data = np.load(reduced_training(tmp_path / "training_small.npz"))
     assert sum(k.startswith("embeddings_") for k in data.files) == 10
@@ -422,6 +405,7 @@ def test_user_names_are_html_escaped_in_every_report_figure(tmp_path):
     assert seen == {"&lt;b&gt;base", "con&lt;br&gt;trast", "tri&amp;lt;plet", "&lt;i&gt;cat", "&lt;u&gt;seen"}
 
 
+@pytest.mark.slow
 @needs_tools
 def test_a_figure_renders_the_same_on_the_reused_page_as_on_a_fresh_one(built, monkeypatch):
     """The page is not reloaded between renders (0.4 s each on a busy machine): a figure drawn
@@ -457,6 +441,7 @@ def test_a_figure_renders_the_same_on_the_reused_page_as_on_a_fresh_one(built, m
         assert out[1, fmt] == out[1000, fmt], fmt
 
 
+@pytest.mark.slow
 @needs_tools
 def test_figures_rendered_together_or_in_the_background_are_those_rendered_one_by_one(built, tmp_path, monkeypatch):
     """Several pages render at once (figures_bytes), and report / the archive render each figure
@@ -564,7 +549,7 @@ def test_png_resolution_chunk_is_valid_and_replaces_an_old_one():
     assert png_with_dpi(b"not a png", 300) == b"not a png"
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex missing (make test installs texlive)")
+@pytest.mark.latex
 def test_a_wide_table_repeats_the_columns_that_name_a_row_in_every_column_group(tmp_path):
     """The best-vs-last tests table (split, family, metric, ..., a long note) is too wide for the
     page: each column group repeated only ``split``, so a note in the second group did not say
@@ -600,7 +585,8 @@ def test_a_wide_table_repeats_the_columns_that_name_a_row_in_every_column_group(
     assert log.count("Overfull \\hbox") == 0, re.findall(r"Overfull \\hbox.*", log)
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftotext") is None,
+@pytest.mark.latex
+@pytest.mark.skipif(shutil.which("pdftotext") is None,
                     reason="pdflatex or pdftotext missing (make test installs texlive and poppler-utils)")
 def test_angle_brackets_and_bars_print_as_themselves(tmp_path):
     """pdflatex's default font printed '<b>' as '¡b¿' and the ' | ' of method x class groups as
@@ -614,7 +600,7 @@ def test_angle_brackets_and_bars_print_as_themselves(tmp_path):
     assert "¡" not in text and "¿" not in text
 
 
-@pytest.mark.skipif(chromium_path() is None, reason="Debian's chromium is missing (make test installs it as root)")
+@pytest.mark.browser
 def test_paired_differences_figure_labels_every_pair_at_column_width():
     """Plotly thins category tick labels that it thinks crowd each other: at single-column width
     the middle of three pairs lost its label. The rendered SVG must name every pair."""

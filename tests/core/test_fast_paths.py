@@ -69,6 +69,7 @@ def test_split_plot_two_way_anova_equals_least_squares_on_the_design_matrix(seed
     np.testing.assert_allclose(got, _design_matrix_split_plot(df), rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n_m=st.integers(2, 4), n_c=st.integers(2, 5), drop=st.floats(0.0, 0.4))
 def test_two_way_anova_with_missing_answers_is_the_table_of_the_complete_queries_in_any_row_order(seed, n_m, n_c,

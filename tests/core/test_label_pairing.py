@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from analysis_core import InputError, evaluate, load_bytes, load_files
 from analysis_core.io import labels_name, pair_labels
-
-from .test_cli import run_cli
+from tests.helpers import run_cli
 
 RNG = np.random.default_rng(21)
 Y = np.repeat([0, 1, 2], 10)

@@ -14,7 +14,7 @@ import pytest
 from analysis_core import evaluate
 from analysis_core.report import build_report
 from analysis_core.stats.permutation import default_permutations
-from tests.core.test_export import compile_two_column
+from tests.helpers import compile_two_column
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,7 @@ def test_map_at_r_permutation_p_equals_exact_enumeration(n):
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_holm_is_applied_within_each_metric_as_statsmodels_does():
     from statsmodels.stats.multitest import multipletests
 
@@ -100,10 +101,11 @@ def test_seven_methods_ten_classes_every_query_enters_the_mixed_model_and_paired
     assert res.mixed.n_obs == 7 * n_queries
 
 
+@pytest.mark.slow
 def test_holm_gives_statsmodels_bits_without_its_garbage_collection():
     from statsmodels.stats.multitest import multipletests
 
-    from analysis_core.stats.paired_tests import holm_adjust
+    from analysis_core.stats.multiplicity import holm_adjust
 
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 7, 45, 200):

@@ -54,6 +54,7 @@ def _model(df: pd.DataFrame) -> _QueryInterceptREML:
     return _QueryInterceptREML(y, query, pd.factorize(df["method"], sort=True)[0], X.shape[1])
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(designs())
 def test_reml_equals_statsmodels_mixedlm_and_ordinary_least_squares_on_the_boundary(df):
@@ -141,6 +142,8 @@ cat(sprintf("%.17g", c(fixef(fit), as.vector(as.matrix(vcov(fit))), vc, REMLcrit
 """
 
 
+@pytest.mark.slow
+@pytest.mark.r_oracle
 @pytest.mark.skipif(not r_has("lme4"), reason="Rscript with lme4 missing (apt-get install r-base-core r-cran-lme4)")
 @pytest.mark.parametrize("ratio", [1.0, 0.0])
 def test_lme4_lmer_agrees_on_an_incomplete_design(ratio):
@@ -192,6 +195,7 @@ def degenerate_tables(draw):
     return df, kind, with_nan
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(degenerate_tables(), st.sampled_from([0.01, 0.05, 0.1]))
 def test_mixed_model_is_total_on_degenerate_tables(case, alpha):
@@ -253,6 +257,7 @@ def test_two_methods_on_every_query_give_the_paired_t_test_where_the_query_varia
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_q", [2, 3, 4])
 def test_the_mixed_model_rejects_null_data_at_most_at_its_level_with_few_queries(n_q):
     """Null data (no method effect), 3 methods, 2-4 queries: the share of p < 0.05 stays near 5 %

@@ -51,6 +51,7 @@ def _imported_modules(folders: list[Path]) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_required_dependency_is_imported_by_the_package_or_the_dashboard():
     imported = _imported_modules([ROOT / "analysis_core", ROOT / "dashboard"])
     required = [_distribution(r) for r in PYPROJECT["project"]["dependencies"]]

@@ -11,8 +11,9 @@ import pytest
 from analysis_core import InputError, evaluate
 from analysis_core.engine.core import run_pass
 
+from ..helpers import good_npz as _good
+from ..helpers import run_cli
 from .oracle import score_matrix
-from .test_cli import _good, run_cli
 
 DELTA = 1e-9  # the gap between a positive's and a negative's score that float32 cannot see
 

@@ -13,7 +13,7 @@ from scipy import stats
 from analysis_core import Dataset, evaluate, load_files
 from analysis_core.report import build_report
 
-from .test_cli import ROOT, run_cli
+from ..helpers import ROOT, run_cli
 
 METRIC_KEYS = ("map_at_r", "r_precision", "precision_at_1", "mrr")
 
@@ -26,6 +26,7 @@ def _same_numbers(a: dict, b: dict) -> None:
     assert a["jsd"] == b["jsd"]
 
 
+@pytest.mark.slow
 def test_split_cli_by_split_report_and_the_split_alone_agree(tmp_path):
     path = ROOT / "demo_data" / "training.npz"
     out = tmp_path / "ev"

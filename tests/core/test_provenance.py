@@ -63,6 +63,7 @@ def test_evaluate_writes_provenance_with_input_digests_and_no_paths(tmp_path):
                  {"emb.npy": (folder / "emb.npy", "embeddings"), "labels.txt": (folder / "labels.txt", "labels")})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "report"])
 def test_the_summary_of_evaluate_and_report_on_the_demo_data_names_its_inputs_only(tmp_path, command):
     out = tmp_path / "out"

@@ -83,6 +83,7 @@ def test_python_block_runs(heading, lang, code, workdir):
     assert "expected=0.91666" in r.stdout  # its last line: the tie-aware AP of the documented example
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("heading,lang,code", [b for b in BLOCKS if b[1] == "bash"],
                          ids=lambda v: v if isinstance(v, str) and len(v) < 30 else "")
 def test_command_line_block_runs(heading, lang, code, workdir):

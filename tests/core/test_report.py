@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from .test_cli import run_cli
+from ..helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ["pr_band", "anova", "tukey_hsd", "games_howell", "two_way_anova", "mixed_model", "paired_tests"]
@@ -30,6 +30,8 @@ def report_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_report_writes_every_table_and_figure(report_dir):
     assert json.loads((report_dir / "summary.json").read_text())["methods"]
     assert (report_dir / "per_query.csv").exists()
@@ -44,8 +46,6 @@ def test_report_writes_every_table_and_figure(report_dir):
     # digits has splits: every table names the split it holds (issue 10); undefined rows say why (issue 12)
     assert list(tukey.columns) == ["split", "group1", "group2", "meandiff", "p_adj", "lower", "upper", "reject",
                                    "note", "unit", "n_units"]
-    if not HAVE_CHROMIUM:
-        pytest.skip("Debian's chromium is missing (make test installs it as root): figures not exported")
     for f in FIGURES:
         pdf = (report_dir / "figures" / f"{f}.pdf").read_bytes()
         assert pdf.startswith(b"%PDF")
@@ -54,6 +54,7 @@ def test_report_writes_every_table_and_figure(report_dir):
         assert (report_dir / "figures" / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_latex_tables_are_booktabs_and_compile(report_dir, tmp_path):
     body = []
     for t in TABLES:

@@ -19,7 +19,7 @@ from analysis_core import evaluate, load
 from analysis_core.design import Design, parse_name
 from analysis_core.errors import InputError
 from analysis_core.stats.runs import family_test, run_analysis
-from tests.core.test_cli import run_cli
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "demo_data" / "digits_runs.npz"
@@ -268,7 +268,7 @@ def test_a_runs_report_keeps_every_checkpoint_row_in_latex_and_compiles(tmp_path
     assert set(curves["split"]) == {"all", "train", "test_seen", "test_unseen"} and (curves["n_runs"] == 3).all()
     write_report(ev, rep, tmp_path / "rep", formats=())
     if shutil.which("pdflatex"):
-        from tests.core.test_export import compile_two_column
+        from tests.helpers import compile_two_column
 
         log = compile_two_column(sorted((tmp_path / "rep" / "tables").glob("*.tex")), tmp_path)
         assert "Float too large" not in log

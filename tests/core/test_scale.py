@@ -8,7 +8,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.dask
 pytest.importorskip("distributed")
 
 from analysis_core.cli import main as cli_main  # noqa: E402
@@ -30,6 +30,8 @@ from analysis_core.io import load_files  # noqa: E402
 from analysis_core.metrics.registry import get_key, metric_table  # noqa: E402
 from analysis_core.stats.sampling import stratified_sample  # noqa: E402
 from analysis_core.stats.variability import ap_frame, class_summary  # noqa: E402
+
+from ..helpers import free_port  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_data"
 
@@ -88,18 +90,12 @@ def test_local_cluster_equals_in_process_bit_for_bit():
 
 # ---------------------------------------------------------------- a scheduler and workers as processes
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Cluster:
     """``dask scheduler`` and ``dask worker`` processes (no nanny: a killed worker stays dead)."""
 
     def __init__(self, n_workers: int) -> None:
         dask_cli = str(Path(sys.executable).parent / "dask")
-        self.address = f"tcp://127.0.0.1:{_free_port()}"
+        self.address = f"tcp://127.0.0.1:{free_port()}"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         common = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env, "start_new_session": True}
         port = self.address.rsplit(":", 1)[1]
@@ -209,7 +205,7 @@ def test_every_worker_lost_fails_with_a_clear_message_and_nothing_partial():
 def test_unreachable_scheduler_exits_3_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     rc = cli_main(["evaluate", str(DEMO / "digits.npz"), "--out", str(out), "--quiet",
-                   "--scheduler", f"tcp://127.0.0.1:{_free_port()}"])
+                   "--scheduler", f"tcp://127.0.0.1:{free_port()}"])
     err = capsys.readouterr().err
     assert rc == 3 and "cannot reach the Dask scheduler" in err and "Traceback" not in err
     assert not out.exists()
@@ -343,7 +339,7 @@ def test_per_class_table_says_how_many_queries_each_class_contributed(tmp_path):
 
 def test_workers_without_this_package_get_a_clear_message(tmp_path):
     """A worker whose Python cannot import analysis_core: refused at start with what to install."""
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     dask_cli = str(Path(sys.executable).parent / "dask")
     # the worker runs from an empty folder with a PYTHONPATH that shadows analysis_core

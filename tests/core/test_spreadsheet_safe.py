@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis_core.export.tables import csv_text, spreadsheet_text
-
-from .test_cli import run_cli
+from tests.helpers import run_cli
 
 # the characters OWASP lists, written out here rather than imported: the test's own oracle
 OWASP = ("=", "+", "-", "@", "\t", "\r")

@@ -16,7 +16,7 @@ import pytest
 from analysis_core.stats.two_way_anova import two_way_anova
 
 RSCRIPT = shutil.which("Rscript")
-needs_r = pytest.mark.skipif(RSCRIPT is None, reason="Rscript is not installed: R's aov is the oracle here")
+needs_r = pytest.mark.r_oracle  # R's aov is the oracle here (skipped without Rscript: tests/conftest.py)
 
 R_AOV = r"""
 d <- read.csv(commandArgs(TRUE)[1], colClasses = c("character", "character", "character", "numeric"))

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from .test_cli import ROOT, run_cli
+from ..helpers import ROOT, run_cli
 
 # columns that make a table a test or an interval table
 INFERENCE_COLUMNS = ("p_value", "p_adj", "p_holm", "ci_low", "ci_high", "low", "high", "lower", "upper", "spearman_p")
@@ -24,6 +24,7 @@ def digits_report(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_every_csv_table_with_a_test_or_interval_has_unit_and_n_units(digits_report):
     checked = 0
     for path in sorted((digits_report / "tables").glob("*.csv")):
@@ -39,6 +40,7 @@ def test_every_csv_table_with_a_test_or_interval_has_unit_and_n_units(digits_rep
     assert checked >= 8
 
 
+@pytest.mark.slow
 def test_every_latex_table_of_a_test_or_interval_names_its_unit(digits_report):
     for path in sorted((digits_report / "tables").glob("*.csv")):
         df = pd.read_csv(path)
@@ -49,6 +51,7 @@ def test_every_latex_table_of_a_test_or_interval_names_its_unit(digits_report):
         assert any(u in tex for u in units) or "classes" in tex, path.name
 
 
+@pytest.mark.slow
 def test_summary_json_has_the_unit_of_every_interval_for_the_data_and_each_split(digits_report):
     s = json.loads((digits_report / "summary.json").read_text())
     blocks = [s["inference"]] + [s["splits"][sp]["inference"] for sp in ("train", "test")]
@@ -60,6 +63,7 @@ def test_summary_json_has_the_unit_of_every_interval_for_the_data_and_each_split
                 assert iv["low"] <= iv["high"]
 
 
+@pytest.mark.slow
 def test_a_report_on_a_three_class_split_says_class_level_tests_cannot_reach_alpha(tmp_path):
     out = tmp_path / "rep"
     r = run_cli("report", ROOT / "demo_data" / "training.npz", "--split", "test_unseen", "--out", out, "--format", "",

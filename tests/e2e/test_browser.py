@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..helpers import ROOT, free_port
+
 ART = ROOT / "tests" / "e2e" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -24,16 +25,10 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 PAGES = ["Overview", "Per query & class", "PR bands", "Statistics", "Similarity histograms",
          "Class count & group size", "Ties", "Confidence", "Generalization"]
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 playwright = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed (make test installs it as root)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SERVER_PID: dict[str, int] = {}  # the running server's process id, for memory checks
@@ -41,7 +36,7 @@ SERVER_PID: dict[str, int] = {}  # the running server's process id, for memory c
 
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
                              "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -259,6 +254,7 @@ def test_export_all_zip_contains_every_figure_and_table(page):
 
 
 
+@pytest.mark.dask
 def test_local_dask_cluster_and_query_sample_in_the_browser(page):
     """The sidebar's compute setting: a local Dask cluster gives the same summary as this process;
     a query sample shows its intervals next to the core's numbers."""

@@ -1,0 +1,69 @@
+"""What several test modules share: the command-line runner, a small valid input file, a free port,
+and the LaTeX checks of the tables (fixtures over them: tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from analysis_core.number_format import is_p_column
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m analysis_core *args`` in a fresh process on this checkout (output captured)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "analysis_core", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=300)
+
+
+def good_npz(tmp_path: Path, n: int = 60, name: str = "good.npz") -> Path:
+    """A valid .npz: ``n`` random 4-d float32 vectors in 3 classes."""
+    rng = np.random.default_rng(0)
+    p = tmp_path / name
+    np.savez(p, embeddings=rng.standard_normal((n, 4)).astype(np.float32), labels=rng.integers(0, 3, n))
+    return p
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (free when asked: the OS's choice of port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: a p-value cell of a LaTeX table: floored, scientific, or plain
+P_CELL = re.compile(r"^(\$<10\^\{-12\}\$|\$[1-9]\.\d\d\\times10\^\{-\d+\}\$|0\.\d+|1|--)$")
+
+
+def compile_two_column(texs: list[Path], tmp: Path, packages: tuple[str, ...] = ("booktabs",)) -> str:
+    """pdflatex on every file in a two-column article; returns the log (asserting success)."""
+    doc = tmp / "doc.tex"
+    doc.write_text("\\documentclass[twocolumn]{article}\n" + "".join(f"\\usepackage{{{p}}}\n" for p in packages)
+                   + "\\begin{document}\n" + "\n".join(f"\\input{{{t.with_suffix('')}}}\n\\clearpage" for t in texs)
+                   + "\n\\end{document}\n")
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    return (tmp / "doc.log").read_text(errors="replace")
+
+
+def p_cells(tex: str) -> list[str]:
+    """The cells of every p-value column (header "p" or "p ...") of a booktabs table."""
+    cells = []
+    for block in tex.split(r"\toprule")[1:]:
+        head, body = block.split(r"\midrule", 1)
+        header = [h.strip() for h in head.replace(r"\\", "").split("&")]
+        header = [h.replace("\\_", "_") for h in header]
+        idx = [i for i, h in enumerate(header) if re.match(r"^p( |$)", h) or is_p_column(h)]
+        for line in body.split(r"\bottomrule")[0].strip().splitlines():
+            row = [c.strip() for c in line.removesuffix(r"\\").split(" & ")]
+            cells += [row[i] for i in idx]
+    return cells

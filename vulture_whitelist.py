@@ -1,0 +1,35 @@
+"""Names vulture (``python -m vulture``, settings in pyproject.toml ``[tool.vulture]``) reports as
+unused but that are used from outside its view: by Python itself, by plotly, by tests and
+benchmarks that call the public statistics directly, or by readers. One line per name, with why.
+vulture reads this file; nothing imports it (``Store.computed`` is an instance attribute)."""
+
+# bare names are the point: each one is "used" for vulture
+# ruff: noqa: B018
+from plotly.graph_objects import Histogram
+
+import analysis_core
+import analysis_core.stats
+from analysis_core.engine.topk import top_k
+from analysis_core.metrics.registry import MetricSpec
+from analysis_core.stats.class_mixed_model import class_mixed_model
+from analysis_core.stats.mixed_model import mixed_model
+from analysis_core.stats.paired_tests import paired_tests
+from analysis_core.stats.permutation import sign_flip_p_values
+from dashboard.cache import Store
+
+analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported public names
+analysis_core.__dir__  # PEP 562: dir(analysis_core) lists the lazy names too
+analysis_core.stats.__getattr__  # PEP 562, as above
+
+top_k  # public API of the bench extra (README, extras.py), tested in tests/core/test_topk.py
+MetricSpec.doc  # each metric's one-line definition, kept in the registry for its readers
+
+# the statistics on one long table, public and tested against their oracles (R's lme4, scipy); the
+# report and analyse() reach the same arithmetic through fit objects and batched helpers
+class_mixed_model  # tests/core/test_class_mixed_model.py (lme4), benchmarks/calibration*.py
+mixed_model  # tests/core/test_mixed_model.py (lme4), tests/core/test_variability.py
+paired_tests  # tests/core/test_variability.py, test_method_tests.py, test_edge_inputs2.py
+sign_flip_p_values  # the test's definition for one matrix (sign_flip_p_values_many batches it); tests
+
+Store.computed  # computations finished: read by tests/app/test_cache.py (what an interaction recomputed)
+Histogram().marker.color  # dashboard/views/ties.py sets it on a plotly trace: plotly reads it

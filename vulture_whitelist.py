@@ -10,11 +10,13 @@ from plotly.graph_objects import Histogram
 import analysis_core
 import analysis_core.stats
 from analysis_core.engine.topk import top_k
+from analysis_core.evaluation import Evaluation
 from analysis_core.metrics.registry import MetricSpec
 from analysis_core.stats.class_mixed_model import class_mixed_model
 from analysis_core.stats.mixed_model import mixed_model
 from analysis_core.stats.paired_tests import paired_tests
 from analysis_core.stats.permutation import sign_flip_p_values
+from analysis_core.stats.run_mixed_model import RunMixedModelResult
 from dashboard.cache import Store
 
 analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported public names
@@ -33,3 +35,6 @@ sign_flip_p_values  # the test's definition for one matrix (sign_flip_p_values_m
 
 Store.computed  # computations finished: read by tests/app/test_cache.py (what an interaction recomputed)
 Histogram().marker.color  # dashboard/views/ties.py sets it on a plotly trace: plotly reads it
+
+Evaluation.family_tests  # public API (SPEC §8, issue 27): the family comparisons frame, tests/core/test_runs.py
+RunMixedModelResult.contrast  # public API: one family difference (lmerTest's contest1D), test_run_mixed_model.py

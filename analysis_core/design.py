@@ -31,12 +31,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InputError
 from .methods import checkpoint_of, natural_key
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ("method", "family", "run", "step")
 _RUN = re.compile(r"(?:^|(?<=[_\-./]))(?P<run>(?:seed|run|rep|replicate|trial)[_\-]?\d+)(?=$|[_\-./])",
@@ -62,25 +63,47 @@ def parse_name(name: str) -> tuple[str, str, int | None, str]:
     return family, run, step, curve
 
 
+class Row(NamedTuple):
+    """One method's place in the design (``step`` None: no checkpoint)."""
+
+    method: str
+    family: str
+    run: str
+    step: int | None
+    curve: str
+
+
 @dataclass(frozen=True)
 class Design:
-    """The design of the methods: ``table`` with columns ``method, family, run, step, curve``
-    (``step`` a nullable integer) in method order; ``source``: ``"names"`` or the table's origin."""
+    """The design of the methods: ``rows`` in method order (``table``: the same as a DataFrame with
+    columns ``method, family, run, step, curve``, ``step`` a nullable integer); ``source``:
+    ``"names"`` or the table's origin. Plain tuples: reading names imports no pandas."""
 
-    table: pd.DataFrame
+    rows: tuple[Row, ...]
     source: str = "names"
+
+    @property
+    def table(self) -> pd.DataFrame:
+        import pandas as pd
+
+        t = pd.DataFrame([r._asdict() for r in self.rows], columns=[*COLUMNS, "curve"])
+        t["step"] = pd.array([r.step for r in self.rows], dtype="Int64")
+        for c in ("method", "family", "run", "curve"):
+            t[c] = t[c].astype(object)
+        return t
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def from_names(cls, methods: Iterable[str]) -> Design:
         """The design the method names encode (module docstring)."""
-        rows = [dict(zip(("family", "run", "step", "curve"), parse_name(m), strict=True), method=m) for m in methods]
-        return cls(_frame(rows), "names")
+        return cls(tuple(Row(m, *parse_name(m)) for m in methods), "names")
 
     @classmethod
     def from_table(cls, table: pd.DataFrame | Mapping[str, Any] | str | Path, methods: Iterable[str]) -> Design:
         """A design given as a table (a DataFrame, a mapping of columns, or a CSV path) naming every
         one of ``methods`` once; raises :class:`InputError` naming the problem and the fix."""
+        import pandas as pd
+
         methods = list(methods)
         source = "design table"
         if isinstance(table, (str, Path)):
@@ -149,7 +172,7 @@ class Design:
             seen[key] = row["method"]
         order: dict[Any, int] = {m: i for i, m in enumerate(methods)}
         rows.sort(key=lambda r: order[r["method"]])
-        return cls(_frame(rows), source)
+        return cls(tuple(Row(r["method"], r["family"], r["run"], r["step"], r["curve"]) for r in rows), source)
 
     @classmethod
     def of(cls, design: Design | pd.DataFrame | Mapping[str, Any] | str | Path | None,
@@ -159,26 +182,26 @@ class Design:
         if design is None:
             return cls.from_names(methods)
         if isinstance(design, Design):
-            missing = [m for m in methods if m not in set(design.table["method"])]
+            by_method = {r.method: r for r in design.rows}
+            missing = [m for m in methods if m not in by_method]
             if missing:
                 raise InputError(design.source, f"the design has no row for method(s) {missing}.",
                                  "give a design naming every method.")
-            t = design.table.set_index("method").loc[methods].reset_index()
-            return cls(t, design.source)
+            return cls(tuple(by_method[m] for m in methods), design.source)
         return cls.from_table(design, methods)
 
     # ---- questions ----------------------------------------------------------------------------
     @property
     def methods(self) -> list[str]:
-        return self.table["method"].tolist()
+        return [r.method for r in self.rows]
 
     def runs_of(self) -> dict[str, list[str]]:
         """Family -> its runs in natural order (``[""]`` for a family of one unnamed run)."""
         out: dict[str, list[str]] = {}
-        for f, r in zip(self.table["family"], self.table["run"], strict=True):
-            out.setdefault(f, [])
-            if r not in out[f]:
-                out[f].append(r)
+        for row in self.rows:
+            out.setdefault(row.family, [])
+            if row.run not in out[row.family]:
+                out[row.family].append(row.run)
         return {f: sorted(rs, key=natural_key) for f, rs in sorted(out.items(), key=lambda kv: natural_key(kv[0]))}
 
     @property
@@ -188,15 +211,15 @@ class Design:
 
     @property
     def has_steps(self) -> bool:
-        return bool(self.table["step"].notna().any())
+        return any(r.step is not None for r in self.rows)
 
     def curves(self) -> dict[str, list[tuple[str, int]]]:
         """Curve -> [(method, step)] in step order, for the methods with a step (curves in natural
         order); empty without steps: methods in their order are no training curve."""
-        with_step = self.table[self.table["step"].notna()]
         out: dict[str, list[tuple[str, int]]] = {}
-        for c, m, s in zip(with_step["curve"], with_step["method"], with_step["step"], strict=True):
-            out.setdefault(c, []).append((m, int(s)))
+        for r in self.rows:
+            if r.step is not None:
+                out.setdefault(r.curve, []).append((r.method, r.step))
         return {c: sorted(v, key=lambda p: p[1]) for c, v in sorted(out.items(), key=lambda kv: natural_key(kv[0]))}
 
     def final_methods(self) -> pd.DataFrame:
@@ -204,20 +227,25 @@ class Design:
         no step), columns ``family, run, method, step``. A (family, run) with several methods
         that have no step is ambiguous and not a run: each such method then stands for a run of
         its own name."""
-        rows = []
-        for (f, r), part in self.table.groupby(["family", "run"], sort=False):
-            stepped = part[part["step"].notna()]
-            if len(stepped):
-                last = stepped.loc[stepped["step"].astype(int).idxmax()]
-                rows.append(dict(family=f, run=r, method=last["method"], step=int(last["step"])))
-                continue
-            if len(part) == 1:
-                rows.append(dict(family=f, run=r, method=part["method"].iloc[0], step=None))
+        import pandas as pd
+
+        groups: dict[tuple[str, str], list[Row]] = {}
+        for row in self.rows:
+            groups.setdefault((row.family, row.run), []).append(row)
+        rows: list[dict[str, Any]] = []
+        for (f, r), part in groups.items():
+            stepped = [p for p in part if p.step is not None]
+            if stepped:
+                last = max(stepped, key=lambda p: p.step or 0)
+                rows.append(dict(family=f, run=r, method=last.method, step=last.step))
+            elif len(part) == 1:
+                rows.append(dict(family=f, run=r, method=part[0].method, step=None))
             else:
-                rows += [dict(family=f, run=m, method=m, step=None) for m in part["method"]]
+                rows += [dict(family=f, run=p.method, method=p.method, step=None) for p in part]
+        rows.sort(key=lambda d: (natural_key(str(d["family"])), natural_key(str(d["run"]))))
         out = pd.DataFrame(rows, columns=["family", "run", "method", "step"])
-        key = out.apply(lambda r: (natural_key(r["family"]), natural_key(r["run"])), axis=1) if len(out) else []
-        return out.assign(_k=key).sort_values("_k").drop(columns="_k").reset_index(drop=True) if len(out) else out
+        out["step"] = pd.array([d["step"] for d in rows], dtype="Int64")
+        return out
 
     def describe(self) -> str:
         """The design as ``check`` prints it: each family with its runs and steps."""
@@ -227,8 +255,7 @@ class Design:
                  + (", runs are replicate trainings" if self.has_runs else ", no replicate runs")
                  + ("" if self.has_steps else ", no checkpoint steps (no training curve)")]
         for f, runs in fam.items():
-            part = self.table[self.table["family"] == f]
-            steps = sorted({int(s) for s in part["step"].dropna()})
+            steps = sorted({r.step for r in self.rows if r.family == f and r.step is not None})
             run_text = f"{len(runs)} run{'s' if len(runs) != 1 else ''}" + (
                 f" ({', '.join(runs)})" if runs != [""] else "")
             step_text = f", steps {', '.join(map(str, steps))}" if steps else ""
@@ -241,10 +268,3 @@ def _text(v: Any) -> str:
         return ""
     return str(v).strip()
 
-
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    t = pd.DataFrame(rows, columns=[*COLUMNS, "curve"])
-    t["step"] = pd.array([None if pd.isna(s) else int(s) for s in t["step"]], dtype="Int64")
-    for c in ("method", "family", "run", "curve"):
-        t[c] = t[c].astype(object)
-    return t.reset_index(drop=True)

@@ -91,16 +91,18 @@ class Evaluation:
         """The family comparisons of :meth:`families` (``tables/family_tests.csv``)."""
         return self.families(alpha, **options).tests
 
-    def within_split(self, split: str) -> Evaluation:
-        """This evaluation's settings applied within one split (queries and gallery inside it;
-        no Grouped Recall), computed once per split."""
-        if self.split == split:
+    def within_split(self, split: str, group_size: int | None = None, seed: int = 0) -> Evaluation:
+        """This evaluation's settings (methods, similarity, cutoffs, level, precision, design)
+        applied within one split — queries and gallery inside it, Grouped Recall with
+        ``group_size`` (``seed``) — computed once per split and arguments
+        (:func:`analysis_core.splits.evaluate_splits` evaluates every split this way)."""
+        if self.split == split and group_size is None:
             return self
-        key = ("within-split", split)
+        key = ("within-split", split, group_size, seed)
         if key not in self._summaries:
-            from .splits import evaluate_split
-
-            self._summaries[key] = evaluate_split(self, split)
+            self._summaries[key] = evaluate(self.dataset, similarity=self.similarity, ks=self.ks, split=split,
+                                            methods=self.methods, group_size=group_size, seed=seed,
+                                            alpha=self.alpha, precision=self.precision, design=self.design)
         return self._summaries[key]
 
     def __repr__(self) -> str:

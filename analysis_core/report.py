@@ -41,8 +41,9 @@ from .stats.generalization import split_generalization
 from .stats.grouped_recall import grouped_recall
 from .stats.histograms import histogram_table
 from .stats.permutation import default_permutations
+from .stats.run_models import run_models
 from .stats.runs import GENERALISES as RUN_GENERALISES
-from .stats.runs import families_blocks, run_analysis, run_models
+from .stats.runs import families_blocks, run_analysis
 from .stats.variability import ap_frame, class_summary, metric_frame
 
 

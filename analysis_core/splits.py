@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
-from .evaluation import NO_POSITIVE, Evaluation, evaluate
+from .evaluation import NO_POSITIVE, Evaluation
 from .methods import natural_key
 
 #: ``evaluate_one(split, group_size)`` -> the split's Evaluation (the dashboard passes its cache)
@@ -55,22 +55,16 @@ def splits_group_size(ev: Evaluation, splits: list[str], requested: int) -> int:
     return split_group_size(counts, requested)
 
 
-def evaluate_split(ev: Evaluation, split: str, group_size: int | None = None, seed: int = 0) -> Evaluation:
-    """``ev``'s settings (methods, similarity, cutoffs, level, precision, design) within one split."""
-    return evaluate(ev.dataset, similarity=ev.similarity, ks=ev.ks, split=split, methods=ev.methods,
-                    group_size=group_size, seed=seed, alpha=ev.alpha, precision=ev.precision, design=ev.design)
-
-
 def evaluate_splits(ev: Evaluation, group_size: int = 10, seed: int = 0, *, every_split: bool = False,
                     evaluate_one: EvaluateOne | None = None) -> SplitEvaluations:
     """Every split of an all-items evaluation as its own retrieval problem (nothing when the data
     has no split column, or ``ev`` is one split's, unless ``every_split``). ``evaluate_one``: how a
-    split is evaluated (default :func:`evaluate_split` with ``seed``)."""
+    split is evaluated (default :meth:`Evaluation.within_split` with ``seed``)."""
     if ev.dataset.split is None or (ev.split is not None and not every_split):
         return SplitEvaluations({})
     names = split_names(ev) if ev.split is None else sorted(set(ev.dataset.split.tolist()), key=natural_key)
     size = splits_group_size(ev, names, group_size)
-    one = evaluate_one or (lambda sp, gs: evaluate_split(ev, sp, gs, seed))
+    one = evaluate_one or (lambda sp, gs: ev.within_split(sp, gs, seed))
     out: dict[str, Evaluation] = {}
     skipped: dict[str, str] = {}
     for sp in names:

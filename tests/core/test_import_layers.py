@@ -29,7 +29,7 @@ PACKAGE = ROOT / "analysis_core"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("analysis_core", "analysis_core.errors", "analysis_core.options", "analysis_core.extras",
                     "analysis_core.methods", "analysis_core.provenance", "analysis_core.numerics",
-                    "analysis_core.number_format")),
+                    "analysis_core.number_format", "analysis_core.design")),
     ("io", ("analysis_core.io", "analysis_core.io.")),
     ("metrics", ("analysis_core.metrics", "analysis_core.metrics.")),
     ("engine", ("analysis_core.engine", "analysis_core.engine.")),
@@ -38,10 +38,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("statistical primitives", ("analysis_core.stats.quantiles", "analysis_core.stats.resampling",
                                 "analysis_core.stats.permutation", "analysis_core.stats.multiplicity",
                                 "analysis_core.stats.studentized_range", "analysis_core.stats.sampling")),
-    # measurements that run passes of the engine (or read a pass's histograms): Evaluation calls them
+    # measurements that run passes of the engine (or read a pass's histograms, or the summaries of
+    # replicate runs): Evaluation calls them
     ("measurements", ("analysis_core.stats.histograms", "analysis_core.stats.grouped_recall",
-                      "analysis_core.stats.class_sweep", "analysis_core.stats.class_jackknife")),
+                      "analysis_core.stats.class_sweep", "analysis_core.stats.class_jackknife",
+                      "analysis_core.stats.runs")),
     ("evaluation", ("analysis_core.evaluation",)),
+    # each split of an evaluation as its own retrieval problem (the report's and the dashboard's)
+    ("orchestration", ("analysis_core.splits",)),
     # inference over an evaluation's tables
     ("inference", ("analysis_core.stats", "analysis_core.stats.")),
     ("figures", ("analysis_core.figures", "analysis_core.figures.")),

@@ -28,6 +28,7 @@ def many():
     return evaluate(X, y, split=split)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["class", "query"])
 def test_a_real_difference_survives_holm_over_630_pairs_and_null_pairs_stay_within_it(many, unit):
     rep = build_report(many, sweep_repeats=1, unit=unit)
@@ -43,6 +44,7 @@ def test_a_real_difference_survives_holm_over_630_pairs_and_null_pairs_stay_with
     assert default_permutations(630, 0.05) > 630 / 0.05
 
 
+@pytest.mark.slow
 def test_the_main_table_keeps_all_108_rows_and_compiles(many, tmp_path):
     rep = build_report(many, sweep_repeats=1)
     tex = rep.latex["summary"]

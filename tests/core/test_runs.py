@@ -152,6 +152,7 @@ def test_one_run_per_family_identical_families_and_one_family_claim_nothing():
     assert math.isnan(r["p_welch"]) and "zero spread" in r["note"] and r["p_value"] == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_checkpoint_chosen_on_one_split_and_reported_on_another():
     ds = load(RUNS)
     methods = [f"{loss}_seed{s}_e{e}" for loss in ("proxyanchor", "triplet") for s in range(3) for e in (0, 1, 3, 10)]
@@ -205,6 +206,7 @@ def test_bad_design_tables_name_the_problem(table, problem):
         Design.from_table(pd.DataFrame(table), ["m1", "m2", "m3"])
 
 
+@pytest.mark.slow
 def test_cli_design_check_report_tables_and_summary_json(tmp_path):
     rng = np.random.default_rng(2)
     y = np.repeat(np.arange(4), 6)
@@ -242,6 +244,7 @@ def test_cli_design_check_report_tables_and_summary_json(tmp_path):
     assert r.returncode == 2 and "no split column" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_runs_report_keeps_every_checkpoint_row_in_latex_and_compiles(tmp_path):
     """3 families x 3 runs x 4 checkpoints x 3 splits: the checkpoint table's LaTeX has every
     (split, curve, step) row — test_unseen included (it was cut) — and every table compiles."""

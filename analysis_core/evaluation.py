@@ -67,6 +67,12 @@ class Evaluation:
     def methods(self) -> list[str]:
         return list(self.results)
 
+    @property
+    def items(self) -> Dataset:
+        """The dataset restricted to the evaluated items (one split's, the sampled classes', or all)."""
+        ds = self.dataset
+        return ds if self.rows.size == ds.n_items else ds.subset(self.rows)
+
     def families(self, alpha: float | None = None, *, select_on: str | None = None, report_on: str | None = None,
                  select_metric: str = "map", n_permutations: int = 10_000, seed: int = 0):
         """Run-level results of this evaluation's design (family, run, step): per family the mean,

@@ -510,14 +510,9 @@ def _class_count(rep: Report, ev: Evaluation, alpha: float, seed: int, group_siz
         _error_reject(rep, ev)
 
 
-def _evaluated_items(ev: Evaluation):
-    ds = ev.dataset
-    return ds.subset(ev.rows) if ev.rows.size != ds.n_items else ds
-
-
 def _grouped_recall_by_size(rep: Report, ev: Evaluation, alpha: float, seed: int, group_size: int) -> None:
     """Grouped Recall@K at every group size S up to half the classes (and summary.json's S)."""
-    sub = _evaluated_items(ev)
+    sub = ev.items
     codes = sub.label_codes
     n_classes = int(np.unique(codes).size)
     candidates = (2, 5, 10, 20, 50, 100, group_size)
@@ -549,7 +544,7 @@ def _grouped_recall_by_size(rep: Report, ev: Evaluation, alpha: float, seed: int
 
 def _class_sweep(rep: Report, ev: Evaluation, seed: int, group_size: int, sweep_repeats: int) -> None:
     """Metrics on C classes sampled at random, for C over a range (at least MIN_SWEEP_CLASSES)."""
-    sub = _evaluated_items(ev)
+    sub = ev.items
     codes = sub.label_codes
     n_classes = int(np.unique(codes).size)
     if n_classes >= MIN_SWEEP_CLASSES:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis_core.figures.class_sweep import SWEEP_METRICS, sweep_figure
 from dashboard import cache, components
-from dashboard.views.common import alpha, current, items
+from dashboard.views.common import alpha, current
 
 
 def sweep_size(n_classes: int) -> int:
@@ -40,7 +40,7 @@ st.title("Class count & group size")
 got = current()
 if got is not None:
     key, ev = got
-    ds = items(ev)  # the chosen split's items: classes are sampled within it
+    ds = ev.items  # the chosen split's items: classes are sampled within it
     n_all = ds.n_classes
     method = st.selectbox("Method", ev.methods)
     c1, c2, c3 = st.columns(3)

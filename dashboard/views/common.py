@@ -82,12 +82,6 @@ def split() -> str:
     return st.session_state.get(state.SPLIT) or ""
 
 
-def items(ev: Evaluation):
-    """The dataset restricted to the evaluated items (the chosen split's, or all)."""
-    ds = ev.dataset
-    return ds if ev.rows.size == ds.n_items else ds.subset(ev.rows)
-
-
 def split_evaluations(key: cache.Token, ev: Evaluation, group_size: int = 10, seed: int = 0,
                       *, every_split: bool = False) -> dict[str, Evaluation]:
     """Each split as its own retrieval problem — when every item is evaluated together, or always

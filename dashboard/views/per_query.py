@@ -10,7 +10,7 @@ from analysis_core.engine.topk import query_neighbours
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
 from dashboard import cache, components
-from dashboard.views.common import current, items, similarity
+from dashboard.views.common import current, similarity
 
 
 @st.fragment
@@ -33,7 +33,7 @@ def drill_down(key, ev) -> None:
     if at >= rows.size or rows[at] != q:
         st.info(f"Row {q} is not among the evaluated items (split '{ev.split}'): pick one of them.")
         return
-    sub = items(ev)
+    sub = ev.items
     xf, sq = cache.vectors(key, sub, m)  # ranked as the engine ranks: within the split, against its gallery
     gallery = None if sub.role is None else np.isin(sub.role, ("gallery", "both"))
     scores, idx = query_neighbours(xf, at, 10, similarity=similarity(), sq_norms=sq, candidates=gallery)

@@ -334,7 +334,7 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     """The main results table (methods x headline metrics, per split when the data have splits)
     in a double-column and a single-column variant; a dagger where the best differs from the
     runner-up by the paired test of that metric."""
-    from .export.paper_tables import runs_latex, significance_questions, summary_frame, summary_latex
+    from .export.main_table import runs_latex, significance_questions, summary_frame, summary_latex
 
     evals = {ev.split or "all": ev, **split_evals}
     frame = summary_frame(evals, alpha, unit=unit, seed=seed)

@@ -20,7 +20,7 @@ from PIL import Image
 
 from analysis_core import evaluate, load_files
 from analysis_core.export.figures import FORMATS, INSTALL_COMMAND, FigureStyle, chromium_path, figure_bytes
-from analysis_core.export.paper_tables import summary_frame
+from analysis_core.export.main_table import summary_frame
 from analysis_core.export.tables import tex_escape, to_latex
 from analysis_core.number_format import P_FLOOR, floor_p_columns, format_p, is_p_column
 from analysis_core.report import build_report, write_report

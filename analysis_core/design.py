@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -85,14 +85,7 @@ class Design:
         source = "design table"
         if isinstance(table, (str, Path)):
             source = Path(table).name
-            try:
-                frame = pd.read_csv(table, dtype=str, keep_default_na=False, skipinitialspace=True)
-            except FileNotFoundError:
-                raise InputError(str(table), "design file not found.", "give the path of a CSV file with columns "
-                                 "method,family,run,step.") from None
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-                raise InputError(str(table), f"cannot read the design table as CSV ({exc}).",
-                                 "write it as a CSV file with a header line method,family,run,step.") from None
+            frame = read_csv(table)
         else:
             try:
                 frame = pd.DataFrame(table).astype(object)
@@ -181,6 +174,14 @@ class Design:
         return {f: sorted(rs, key=natural_key) for f, rs in sorted(out.items(), key=lambda kv: natural_key(kv[0]))}
 
     @property
+    def rows(self) -> tuple[tuple[str, str, str, int | None], ...]:
+        """The design's content: (method, family, run, step) of every method, in method order
+        (equal designs, equal rows; hashable)."""
+        t = self.table
+        return tuple((str(m), str(f), str(r), None if pd.isna(s) else int(s))
+                     for m, f, r, s in zip(t["method"], t["family"], t["run"], t["step"], strict=True))
+
+    @property
     def has_runs(self) -> bool:
         """Whether some family has two or more runs (run-level statistics apply)."""
         return any(len(rs) >= 2 for rs in self.runs_of().values())
@@ -233,6 +234,20 @@ class Design:
             step_text = f", steps {', '.join(map(str, steps))}" if steps else ""
             lines.append(f"    {f or '(no family name)'}: {run_text}{step_text}")
         return "\n".join(lines)
+
+
+def read_csv(path: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
+    """A design table's CSV (a path, or an open binary file such as an upload named ``name``) as
+    text cells, empty cells as ``""``; raises :class:`InputError` when it is missing or no CSV."""
+    where = name or str(path)
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except FileNotFoundError:
+        raise InputError(where, "design file not found.", "give the path of a CSV file with columns "
+                         "method,family,run,step.") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(where, f"cannot read the design table as CSV ({exc}).",
+                         "write it as a CSV file with a header line method,family,run,step.") from None
 
 
 def _text(v: Any) -> str:

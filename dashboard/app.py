@@ -1,6 +1,7 @@
 """Entry point: page config, navigation, and the shared sidebar (dataset, similarity, precision, cutoffs,
-significance level, export settings). An unexpected exception anywhere becomes a short message
-with an error id; its traceback goes to the server log, never to the browser."""
+significance level, export settings, split, the design of the methods). An unexpected exception
+anywhere becomes a short message with an error id; its traceback goes to the server log, never to
+the browser."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.methods import natural_key
-from dashboard import cache, components, state
+from dashboard import cache, components, design, state
 
 st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
 
@@ -74,12 +75,15 @@ def sidebar() -> None:
                 st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
     st.session_state[state.ERROR] = None
     st.session_state[state.DATASET] = None
+    st.session_state[state.DESIGN] = ()
+    st.session_state[state.DESIGN_ERROR] = None
     if digest is None:
         return
     try:
         ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
         st.session_state[state.DATASET] = (digest, ds)
         split_selector(ds)
+        design.editor(ds.methods, digest)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
     except MemoryError:

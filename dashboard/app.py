@@ -11,7 +11,9 @@ from analysis_core import InputError
 from analysis_core.methods import natural_key
 from dashboard import cache, components, design, state
 
-st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide")
+# a sidebar wide enough for the design table's four columns (method, family, run, step) side by side
+st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=":material/show_chart:", layout="wide",
+                   initial_sidebar_state=400)
 
 
 def sidebar() -> None:

@@ -15,6 +15,12 @@ from analysis_core.design import COLUMNS, Design, read_csv
 from dashboard import cache, components, state
 
 STEP_HELP = "A whole number >= 0 (epoch, iteration), or empty: the method is no checkpoint."
+# widths (pixels) that fit the four columns side by side in the sidebar (app.py's width) for names
+# like proxyanchor_seed2_e10; the method stays in view when longer names scroll the table sideways
+COLUMN_CONFIG = {"method": st.column_config.TextColumn("method", width=150, pinned=True),
+                 "family": st.column_config.TextColumn("family", width=72),
+                 "run": st.column_config.TextColumn("run", width=50),
+                 "step": st.column_config.TextColumn("step", width=42, help=STEP_HELP)}
 Rows = tuple[tuple[str, str, str, int | None], ...]  # Design.rows
 
 
@@ -27,8 +33,19 @@ def resolve(table: pd.DataFrame, methods: Sequence[str]) -> tuple[Design, Rows]:
     """The design ``table`` gives ``methods`` and its rows for the token — the names' design and
     ``()`` when it is the one their names give (the evaluation is then the one every session
     without a design table shares). Raises :class:`InputError` naming the problem and the fix."""
-    design, names = Design.from_table(table, methods), Design.from_names(methods)
+    names = Design.from_names(methods)
+    if _same_text(table, text_table(names)):
+        return names, ()  # unedited: even where the names give no family (a method named "epoch_3")
+    design = Design.from_table(table, methods)
     return (names, ()) if design.rows == names.rows else (design, design.rows)
+
+
+def _same_text(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two design tables hold the same text in the same rows (empty cells as "")."""
+    def text(t: pd.DataFrame) -> list[list[str]]:
+        return t.reindex(columns=list(COLUMNS)).fillna("").astype(str).map(str.strip).to_numpy().tolist()
+
+    return text(a) == text(b)
 
 
 def editor(methods: Sequence[str], digest: str) -> None:
@@ -58,7 +75,7 @@ def editor(methods: Sequence[str], digest: str) -> None:
                 st.session_state[state.DESIGN_BASE] = base_id
             edited = st.data_editor(base, key=state.DESIGN_EDITOR, hide_index=True, num_rows="fixed",
                                     disabled=["method"], width="stretch",
-                                    column_config={"step": st.column_config.TextColumn("step", help=STEP_HELP)})
+                                    column_config=COLUMN_CONFIG)
             try:
                 design, st.session_state[state.DESIGN] = resolve(edited, methods)
                 st.caption("  \n".join(components.literal(line.strip()) for line in design.describe().splitlines()))

@@ -129,13 +129,12 @@ def runs(key: cache.Token, ev: Evaluation, select_on: str | None = None, report_
     return cache.runs(key, evals, select_on, report_on)
 
 
-def run_counts(summary) -> str:
-    """"3 families, 3 runs each" (or "2–5 runs") of a run summary frame."""
-    per = summary.drop_duplicates(["split", "family"])["n_runs"]
-    n_fam = summary["family"].nunique()
-    counts = f"{per.min()} run{'s' if per.min() != 1 else ''} each" if per.min() == per.max() else \
-        f"{per.min()}–{per.max()} runs"
-    return f"{n_fam} famil{'y' if n_fam == 1 else 'ies'}, {counts}"
+def run_counts(design) -> str:
+    """"3 families, 3 runs each" (or "2–5 runs") of a design (:class:`~analysis_core.design.Design`)."""
+    per = [len(r) for r in design.runs_of().values()]
+    counts = (f"{per[0]} run{'s' if per[0] != 1 else ''} each" if min(per) == max(per)
+              else f"{min(per)}–{max(per)} runs")
+    return f"{len(per)} famil{'y' if len(per) == 1 else 'ies'}, {counts}"
 
 
 def first_methods(ev: Evaluation) -> list[str]:

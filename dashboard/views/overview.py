@@ -78,13 +78,14 @@ if got is not None:
 
     if ev.design.has_runs:
         ra = runs(key, ev)
-        st.subheader(f"Runs — unit: run ({run_counts(ra.summary)})")
+        st.subheader(f"Runs — unit: run ({run_counts(ev.design)})")
         per_split = ra.summary["split"].nunique() > 1
         st.caption("Each family's runs (trainings, e.g. seeds), each at its last checkpoint: mean ± sd over runs of "
                    f"every summary metric; it generalises to {RUN_GENERALISES}. The intervals above are over "
                    "the classes or queries of single trained models."
                    + (" Each split as its own retrieval problem, as `report` does." if per_split else ""))
-        components.table(ra.mean_sd_frame(), "run_summary_mean_sd")
+        mean_sd = ra.mean_sd_frame()
+        components.table(mean_sd, "run_summary_mean_sd", height=min(35 * (len(mean_sd) + 1) + 3, 600))  # every row
         splits = list(dict.fromkeys(ra.summary["split"]))
         sp = st.radio("Split of the figure", splits, horizontal=True, key="overview_runs_split") if len(splits) > 1 \
             else splits[0]

@@ -41,6 +41,7 @@ def pairwise(res, n_groups: int) -> None:
 def families(key, ev) -> None:
     """The family comparisons with the run as unit; the checkpoint selection reruns this section only."""
     ds = ev.dataset
+    st.subheader(f"Families (unit: run) — {run_counts(ev.design)}")
     select_on = report_on = None
     if ds.split is not None and ev.design.has_steps:
         splits = sorted(set(ds.split.tolist()), key=natural_key)
@@ -55,7 +56,6 @@ def families(key, ev) -> None:
             select_on = report_on = None
     ra = runs(key, ev, select_on, report_on)
     components.warnings(ra.warnings)
-    st.subheader(f"Families (unit: run) — {run_counts(ra.summary)}")
     chosen = (f"each run at the checkpoint with the best mAP on split '{select_on}', reported on '{report_on}'"
               if select_on else "each run at its last checkpoint")
     st.caption(f"A family (a loss, an architecture) judged by its runs ({chosen}): the mean difference of run means "
@@ -65,7 +65,11 @@ def families(key, ev) -> None:
                f"to {RUN_GENERALISES}.")
     shown = ra.tests[["split", "label", "family_a", "family_b", "n_a", "n_b", "mean_diff", "ci_low", "ci_high",
                       "p_value", "p_holm", "p_welch", "prob_improvement", "pi_low", "pi_high", "test", "note"]]
-    components.table(shown.rename(columns={"label": "metric"}), "family_tests")
+    if len(shown):
+        components.table(shown.rename(columns={"label": "metric"}), "family_tests")
+    else:
+        st.info("Fewer than two families have two or more runs: there is no family comparison (each family's mean "
+                "± sd over runs is on the Overview).")
     if len(ra.selection):
         with st.expander("The checkpoint chosen per run"):
             components.table(ra.selection, "run_selection")

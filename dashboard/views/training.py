@@ -35,7 +35,7 @@ if got is not None:
                             format_func=labels.get) or ["map"]
     if ev.design.has_runs:
         ra = runs(key, ev)
-        st.subheader(f"Mean over runs — unit: run ({run_counts(ra.summary)})")
+        st.subheader(f"Mean over runs — unit: run ({run_counts(ev.design)})")
         st.caption(f"Each family's metric at each checkpoint: the mean over its runs and a {100 * (1 - a):g}% t band "
                    "over runs (the spread from one training to the next)" + (
                        "; each split as its own retrieval problem." if ra.curves["split"].nunique() > 1 else "."))

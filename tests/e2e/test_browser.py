@@ -112,9 +112,14 @@ def _summary_csv(pg) -> pd.DataFrame:
     return pd.read_csv(dl.value.path())
 
 
+def _data_input(pg):
+    """The embeddings uploader's file input (the sidebar's Design expander holds another)."""
+    return pg.locator("[data-testid='stFileUploader']").filter(has_text="Embeddings").locator("input[type='file']")
+
+
 def _upload(pg, *paths: Path) -> None:
     pg.get_by_text("Upload files").click()
-    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+    _data_input(pg).set_input_files([str(p) for p in paths])
 
 
 def _replace_uploads(pg, *paths: Path) -> None:
@@ -123,7 +128,7 @@ def _replace_uploads(pg, *paths: Path) -> None:
     while delete.count():
         delete.first.click()
         _settle(pg)
-    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+    _data_input(pg).set_input_files([str(p) for p in paths])
 
 
 def _cli_map(path_args: list[str]) -> dict:
@@ -307,8 +312,7 @@ def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(pa
     data = _npz_bytes(embeddings=rng.standard_normal((40, 4)).astype(np.float32), labels=np.repeat([0, 1], 20))
     _wait_text(page, "Summary (CSV)")
     page.get_by_text("Upload files").click()
-    page.locator("input[type='file']").set_input_files([{"name": name, "mimeType": "application/octet-stream",
-                                                         "buffer": data}])
+    _data_input(page).set_input_files([{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
     _wait_text(page, "Source: ")
     caption = page.get_by_text("Source: ").first.inner_text()
     assert caption.startswith(f"Source: {name} ·"), caption
@@ -331,7 +335,7 @@ def _replace_uploads_payload(pg, payloads: list[dict]) -> None:
     while delete.count():
         delete.first.click()
         _settle(pg)
-    pg.locator("input[type='file']").set_input_files(payloads)
+    _data_input(pg).set_input_files(payloads)
 
 
 def test_refused_uploads_release_their_memory(page):

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InputError
 from .methods import checkpoint_of, natural_key
@@ -108,14 +108,7 @@ class Design:
         source = "design table"
         if isinstance(table, (str, Path)):
             source = Path(table).name
-            try:
-                frame = pd.read_csv(table, dtype=str, keep_default_na=False, skipinitialspace=True)
-            except FileNotFoundError:
-                raise InputError(str(table), "design file not found.", "give the path of a CSV file with columns "
-                                 "method,family,run,step.") from None
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-                raise InputError(str(table), f"cannot read the design table as CSV ({exc}).",
-                                 "write it as a CSV file with a header line method,family,run,step.") from None
+            frame = read_csv(table)
         else:
             try:
                 frame = pd.DataFrame(table).astype(object)
@@ -261,6 +254,22 @@ class Design:
             step_text = f", steps {', '.join(map(str, steps))}" if steps else ""
             lines.append(f"    {f or '(no family name)'}: {run_text}{step_text}")
         return "\n".join(lines)
+
+
+def read_csv(path: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
+    """A design table's CSV (a path, or an open binary file such as an upload named ``name``) as
+    text cells, empty cells as ``""``; raises :class:`InputError` when it is missing or no CSV."""
+    import pandas as pd
+
+    where = name or str(path)
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except FileNotFoundError:
+        raise InputError(where, "design file not found.", "give the path of a CSV file with columns "
+                         "method,family,run,step.") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(where, f"cannot read the design table as CSV ({exc}).",
+                         "write it as a CSV file with a header line method,family,run,step.") from None
 
 
 def _text(v: Any) -> str:

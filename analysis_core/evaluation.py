@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from .stats.sampling import (
     statistic_interval,
     stratified_sample,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
@@ -84,7 +88,8 @@ class Evaluation:
         from .stats.runs import run_analysis
 
         alpha = self.alpha if alpha is None else check_alpha(alpha)
-        key = ("runs", alpha, select_on, report_on, select_metric, n_permutations, seed)
+        # the design is in the key: evaluations that differ in their design alone share this cache (with_design)
+        key = ("runs", self.design.rows, alpha, select_on, report_on, select_metric, n_permutations, seed)
         if key not in self._summaries:
             evals: dict = {self.split or "all": self}
             if select_on is not None or report_on is not None:
@@ -108,8 +113,17 @@ class Evaluation:
         if key not in self._summaries:
             self._summaries[key] = evaluate(self.dataset, similarity=self.similarity, ks=self.ks, split=split,
                                             methods=self.methods, group_size=group_size, seed=seed,
-                                            alpha=self.alpha, precision=self.precision, design=self.design)
-        return self._summaries[key]
+                                            alpha=self.alpha, precision=self.precision)
+        return self._summaries[key].with_design(self.design)  # the pass is the design's whatever it is
+
+    def with_design(self, design: Design | pd.DataFrame | str | None) -> Evaluation:
+        """This evaluation with another design of its methods (a :class:`~analysis_core.design.Design`,
+        a table or CSV path as :func:`evaluate` takes it; None: from their names), as if
+        :func:`evaluate` had been given it. The passes do not depend on the design, so they and
+        every summary computed so far are shared; the run-level results are kept per design."""
+        out = replace(self, design=Design.of(design, self.methods))
+        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
+        return out
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in (("split", self.split), ("query_sample", self.query_sample and

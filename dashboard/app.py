@@ -1,6 +1,7 @@
 """Entry point: page config, navigation, and the shared sidebar (dataset, similarity, precision, cutoffs,
-significance level, export settings). An unexpected exception anywhere becomes a short message
-with an error id; its traceback goes to the server log, never to the browser."""
+significance level, export settings, split, the design of the methods). An unexpected exception
+anywhere becomes a short message with an error id; its traceback goes to the server log, never to
+the browser."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.methods import natural_key
-from dashboard import cache, components, state
+from dashboard import cache, components, design, state
 
 # the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
 # browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline
 st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=str(Path(__file__).with_name("icon.svg")),
-                   layout="wide")
+                   layout="wide", initial_sidebar_state=400)  # wide enough for the design table
 
 
 def sidebar() -> None:
@@ -80,6 +81,8 @@ def sidebar() -> None:
                 st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
     st.session_state[state.ERROR] = None
     st.session_state[state.DATASET] = None
+    st.session_state[state.DESIGN] = ()
+    st.session_state[state.DESIGN_ERROR] = None
     if digest is None:
         return
     try:
@@ -88,6 +91,7 @@ def sidebar() -> None:
         if ds.notes:  # user file names, shown literally
             notes.caption("  \n".join(components.literal(n) for n in ds.notes))
         split_selector(ds)
+        design.editor(ds.methods, digest)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
     except MemoryError:

@@ -3,7 +3,8 @@
 * **Keys.** A dataset is keyed by a digest of its files' names and bytes (an upload's bytes are
   hashed once, when the uploader gives it a new file id). An evaluation is keyed by a
   :class:`Token`: the dataset digest and every sidebar setting (similarity, precision, cutoffs,
-  recall points, query sample, seed, significance level). Every result derived from an evaluation (PR bands, the
+  recall points, query sample, seed, significance level, and the design table's content when it is
+  not the one the method names give). Every result derived from an evaluation (PR bands, the
   class-count sweep, split and class-subset evaluations) is keyed by the token plus its own
   parameters, so no derived result can outlive a change of data or settings.
 * **Validated before cached.** A dataset enters the store only after the loader's checks and
@@ -42,11 +43,13 @@ import pandas as pd
 import streamlit as st
 
 from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
+from analysis_core.design import COLUMNS as DESIGN_COLUMNS
 from analysis_core.io import validate
 from analysis_core.stats.analysis import PreparedAnalysis, VariabilityAnalysis, prepare
 from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
+from analysis_core.stats.runs import RunAnalysis, run_analysis
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
 _REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
@@ -325,6 +328,14 @@ class Token:
     alpha: float
     split: str | None = None  # one split as its own retrieval problem, or every item
     precision: str = "float32"  # the dtype similarities are computed in
+    # the design table's rows (method, family, run, step) when the sidebar's differs from the one the
+    # method names give; () = from the names (so the default shares its key with every session's)
+    design: tuple[tuple[str, str, str, int | None], ...] = ()
+
+    @property
+    def design_table(self) -> pd.DataFrame | None:
+        """The design :func:`evaluate` takes (None: from the method names)."""
+        return pd.DataFrame(list(self.design), columns=list(DESIGN_COLUMNS)) if self.design else None
 
     @property
     def key(self) -> str:
@@ -416,21 +427,42 @@ def _evaluation_key(token: Token) -> str:
 def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     """The sidebar's evaluation. Where it runs (``compute``) is not part of the key: same results.
     Without a query sample the seed and α do not enter the pass, so one evaluation serves them all
-    (results derived from it still key by the full token)."""
-    key = _evaluation_key(token)
+    (results derived from it still key by the full token). Nor does the design: the evaluation of
+    the names' design is stored, and another design shares its passes and summaries
+    (:meth:`~analysis_core.Evaluation.with_design`; a design table that does not fit the methods
+    raises :class:`InputError`)."""
+    key = _evaluation_key(dataclasses.replace(token, design=()))
 
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
                         query_sample=token.query_sample, seed=token.seed, alpha=0.05, compute=compute,
                         split=token.split, progress=progress, precision=token.precision)
 
-    return STORE.result(key, run, group=token.data, label="Evaluating")
+    return _designed(token, STORE.result(key, run, group=token.data, label="Evaluating"))
+
+
+def _designed(token: Token, ev: Evaluation) -> Evaluation:
+    return ev.with_design(token.design_table) if token.design else ev
 
 
 def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, seed: int) -> Evaluation:
-    return STORE.result(token.derived("split", split, group_size, seed), lambda p: evaluate(
+    plain = dataclasses.replace(token, design=())  # as evaluation(): the design does not enter the pass
+    return _designed(token, STORE.result(plain.derived("split", split, group_size, seed), lambda p: evaluate(
         ds, similarity=token.similarity, ks=token.ks, split=split, group_size=group_size, seed=seed,
-        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")
+        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}"))
+
+
+def runs(token: Token, evaluations: dict[str, Evaluation], select_on: str | None = None,
+         report_on: str | None = None) -> RunAnalysis:
+    """The run-level analysis (:func:`~analysis_core.stats.runs.run_analysis`, as the report runs
+    it) of ``evaluations`` (split name, or "all", to the evaluation of that split: the sidebar's
+    and those its page adds), at the token's α; with ``select_on``/``report_on``, each run's
+    checkpoint chosen on one split and reported on the other. The evaluations are the token's
+    (its data, settings and design), so their split names and the selection are the key."""
+    first = next(iter(evaluations.values()))
+    return STORE.result(token.derived("runs", tuple(evaluations), select_on, report_on), lambda p: run_analysis(
+        evaluations, first.design, token.alpha, select_on=select_on, report_on=report_on), group=token.data,
+        label="Comparing the families over runs")
 
 
 #: The Class count page's passes over C classes holding more items than this rank a stratified

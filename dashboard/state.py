@@ -1,6 +1,6 @@
 """Session-state keys, in one place."""
 
-SOURCE = "data_source"          # "digits" | "many_classes" | "upload"
+SOURCE = "data_source"          # a DEMO_SETS name | "upload"
 UPLOADS = "uploaded_files"      # the file_uploader widget's key
 SIMILARITY = "similarity"
 PRECISION = "precision"         # "float32" | "float64": the dtype similarities are computed in
@@ -21,7 +21,14 @@ UPLOAD_DIGESTS = "_upload_digests"  # the uploader's file id -> content digest (
 DATASET = "_dataset"            # (digest, Dataset) or None
 ERROR = "_error"                # the InputError that stopped loading, or None
 
+DESIGN_UPLOAD = "design_upload"  # the design CSV uploader's key
+DESIGN_EDITOR = "design_editor"  # the design table's data_editor key (its edits)
+DESIGN_BASE = "_design_base"    # what the design editor's table was made from (the dataset, the design CSV)
+DESIGN = "_design"              # the design's rows (method, family, run, step); () = from the method names
+DESIGN_ERROR = "_design_error"  # why the design table can't be used, or None
+
 SPLIT = "split"                 # "" = every item in one gallery, else one split as its own retrieval problem
 
 DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)",
-             "training": "Demo: a training run (zero-shot digits, 10 checkpoints)"}
+             "training": "Demo: a training run (zero-shot digits, 10 checkpoints)",
+             "digits_runs": "Demo: 3 losses x 3 seeds (zero-shot digits, checkpoints)"}

@@ -87,6 +87,18 @@ class RunAnalysis:
     def summary_frame(self) -> pd.DataFrame:
         return self.summary
 
+    def mean_sd_frame(self, digits: int = 4) -> pd.DataFrame:
+        """The summary as a reader's table: one row per split and family with ``n_runs`` and
+        ``runs``, one column per metric (its label) holding ``mean ± sd`` over runs (``mean (one
+        run)`` when there is nothing to spread; undefined when no run has a value)."""
+        rows: dict[tuple, dict] = {}
+        for r in self.summary.itertuples():
+            row = rows.setdefault((r.split, r.family), {"split": r.split, "family": r.family, "n_runs": r.n_runs,
+                                                        "runs": r.runs})
+            row[r.label] = (f"{r.mean:.{digits}f} ± {r.sd:.{digits}f}" if math.isfinite(r.sd)
+                            else f"{r.mean:.{digits}f} (one run)" if r.n_runs == 1 else "undefined (no run scored)")
+        return pd.DataFrame(list(rows.values()))
+
     def runs_needed(self, delta: float, power: float = 0.8, alpha: float | None = None) -> pd.DataFrame:
         """Per split and metric: the pooled standard deviation of a run's value within families
         (``run_sd``, over the families with two or more runs, ``df``), and ``n_runs`` — the
@@ -233,7 +245,12 @@ TEST_COLUMNS = ["split", "metric", "label", "family_a", "family_b", "n_a", "n_b"
 
 def _tests(vals: pd.DataFrame, alpha: float, n_permutations: int, seed: int) -> pd.DataFrame:
     rows = []
-    for i, ((split, metric), part) in enumerate(vals.groupby(["split", "metric"], sort=False)):
+    # each metric's random streams are seeded by its place among the metrics, not by the place of its
+    # (split, metric) group: a split's numbers are the same whichever other splits are analysed with it
+    # (the report's every-split analysis, a dashboard page's, ``Evaluation.families`` of one split)
+    place = {m: i for i, m in enumerate(dict.fromkeys(vals["metric"]))}
+    for (split, metric), part in vals.groupby(["split", "metric"], sort=False):
+        i = place[metric]
         fams = {f: p["value"].to_numpy(float) for f, p in part.groupby("family", sort=False)}
         fams = {f: v[np.isfinite(v)] for f, v in fams.items()}
         eligible = [f for f, v in fams.items() if v.size >= 2]

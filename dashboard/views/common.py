@@ -19,7 +19,8 @@ def token(n_recall: int = 11) -> cache.Token | None:
     return cache.Token(data=loaded[0], similarity=similarity(), ks=ks(), n_recall=n_recall,
                        query_sample=n or None, seed=int(st.session_state.get(state.QUERY_SEED) or 0) if n else 0,
                        alpha=alpha(), split=split() or None,
-                       precision=st.session_state.get(state.PRECISION, "float32"))
+                       precision=st.session_state.get(state.PRECISION, "float32"),
+                       design=st.session_state.get(state.DESIGN) or ())
 
 
 def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
@@ -30,6 +31,9 @@ def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Ev
     err = st.session_state.get(state.ERROR)
     if err is not None:
         components.error("This input can't be used.", err)
+        return None
+    if (err := st.session_state.get(state.DESIGN_ERROR)) is not None:
+        components.error("The design table can't be used (sidebar, Design):", err)
         return None
     tok = token(n_recall)
     if tok is None:
@@ -95,3 +99,35 @@ def split_evaluations(key: cache.Token, ev: Evaluation, group_size: int = 10, se
     if splits.skipped:
         components.warnings(splits.messages())
     return splits.evaluations
+
+
+def runs(key: cache.Token, ev: Evaluation, select_on: str | None = None, report_on: str | None = None):
+    """The run-level analysis (:class:`~analysis_core.stats.runs.RunAnalysis`) the pages show, as
+    the report makes it: of the sidebar's evaluation and, when it holds every item of data with
+    splits, of each split as its own retrieval problem; with ``select_on`` and ``report_on``, each
+    run's checkpoint chosen on one split and reported on the other."""
+    if select_on is not None and report_on is not None:
+        evals = {sp: ev if ev.split == sp else cache.split_evaluation(key, ev.dataset, sp, 10, 0)
+                 for sp in dict.fromkeys((select_on, report_on))}
+    else:
+        evals = {ev.split or "all": ev, **split_evaluations(key, ev)}
+    return cache.runs(key, evals, select_on, report_on)
+
+
+def run_counts(design) -> str:
+    """"3 families, 3 runs each" (or "2–5 runs") of a design (:class:`~analysis_core.design.Design`)."""
+    per = [len(r) for r in design.runs_of().values()]
+    counts = (f"{per[0]} run{'s' if per[0] != 1 else ''} each" if min(per) == max(per)
+              else f"{min(per)}–{max(per)} runs")
+    return f"{len(per)} famil{'y' if len(per) == 1 else 'ies'}, {counts}"
+
+
+def first_methods(ev: Evaluation) -> list[str]:
+    """The two methods a comparison page opens on: the first two — or, with replicate runs, the last
+    checkpoint of the first run of each of the first two families (two seeds of one loss would
+    compare a procedure with itself)."""
+    if ev.design.has_runs:
+        final = ev.design.final_methods().drop_duplicates("family")["method"].tolist()
+        if len(final) >= 2:
+            return final[:2]
+    return ev.methods[:2]

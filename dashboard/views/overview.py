@@ -1,4 +1,5 @@
-"""Overview: what was loaded, every method's summary metrics, the per-query table, export all."""
+"""Overview: what was loaded, every method's summary metrics, with replicate runs each family's mean ±
+sd over runs and its runs as dots, the per-query table, export all."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import streamlit as st
 
 from analysis_core.export.paper_tables import summary_frame
 from analysis_core.export.tables import csv_text
+from analysis_core.figures.runs import run_dots_figure
 from analysis_core.metrics.registry import label, metric_table
+from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
 from dashboard import components
-from dashboard.views.common import alpha, current, unit
+from dashboard.views.common import alpha, current, run_counts, runs, unit
 
 st.title("Retrieval evaluation")
 got = current()
@@ -73,6 +76,25 @@ if got is not None:
                            for name, x in v["intervals"].items()])
         cols = ["method", "metric", "estimate", "low", "high", "se", "df", "interval"]
         components.table(iv[cols], "sample_intervals", height=300)
+
+    if ev.design.has_runs:
+        ra = runs(key, ev)
+        st.subheader(f"Runs — unit: run ({run_counts(ev.design)})")
+        per_split = ra.summary["split"].nunique() > 1
+        st.caption("Each family's runs (trainings, e.g. seeds), each at its last checkpoint: mean ± sd over runs of "
+                   f"every summary metric; it generalises to {RUN_GENERALISES}. The intervals above are over "
+                   "the classes or queries of single trained models."
+                   + (" Each split as its own retrieval problem, as `report` does." if per_split else ""))
+        mean_sd = ra.mean_sd_frame()
+        components.table(mean_sd, "run_summary_mean_sd", height=min(35 * (len(mean_sd) + 1) + 3, 600))  # every row
+        splits = list(dict.fromkeys(ra.summary["split"]))
+        sp = st.radio("Split of the figure", splits, horizontal=True, key="overview_runs_split") if len(splits) > 1 \
+            else splits[0]
+        components.figure(run_dots_figure(ra.values, ra.summary, sp), f"runs_{sp}",
+                          ra.values[ra.values["split"] == sp], split_in_title=True)
+        with st.expander(f"Means with their {100 * (1 - alpha()):g}% t intervals over runs, and every run's values"):
+            components.table(ra.summary, "run_summary")
+            components.table(ra.values, "runs")
 
     st.subheader("Per query")
     method = st.selectbox("Method", ev.methods)

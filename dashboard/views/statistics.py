@@ -1,5 +1,6 @@
-"""Statistics: one-way tests, Tukey HSD / Games-Howell, two-way ANOVA, mixed model, paired tests —
-all from one ``analyse`` call (the report runs the same)."""
+"""Statistics: with replicate runs, family comparisons with the run as unit; then one-way tests,
+Tukey HSD / Games-Howell, two-way ANOVA, mixed model, paired tests — all from one ``analyse`` call
+(the report runs the same)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import math
 import streamlit as st
 
 from analysis_core.figures.variability import paired_differences_figure, tukey_figure
+from analysis_core.methods import natural_key
 from analysis_core.report import mixed_caption
 from analysis_core.stats.analysis import QUERY_UNIT_ONLY
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
+from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
 from analysis_core.stats.variability import ap_frame
 from dashboard import cache, components
-from dashboard.views.common import alpha, current, unit
+from dashboard.views.common import alpha, current, first_methods, run_counts, runs, unit
 
 
 @st.fragment
@@ -34,12 +37,58 @@ def pairwise(res, n_groups: int) -> None:
                 "to compare pairwise.")
 
 
+@st.fragment
+def families(key, ev) -> None:
+    """The family comparisons with the run as unit; the checkpoint selection reruns this section only."""
+    ds = ev.dataset
+    st.subheader(f"Families (unit: run) — {run_counts(ev.design)}")
+    select_on = report_on = None
+    if ds.split is not None and ev.design.has_steps:
+        splits = sorted(set(ds.split.tolist()), key=natural_key)
+        c1, c2 = st.columns(2)
+        select_on = c1.selectbox("Choose each run's checkpoint on", [None, *splits], format_func=_split_option,
+                                 help="The checkpoint with the best mAP on this split, per run (none: its last "
+                                      "checkpoint).")
+        report_on = c2.selectbox("Report it on", [None, *splits], format_func=_split_option)
+        if (select_on is None) != (report_on is None):
+            st.info("Choose both splits — where each run's checkpoint is chosen and where it is reported — or "
+                    "neither (each run at its last checkpoint).")
+            select_on = report_on = None
+    ra = runs(key, ev, select_on, report_on)
+    components.warnings(ra.warnings)
+    chosen = (f"each run at the checkpoint with the best mAP on split '{select_on}', reported on '{report_on}'"
+              if select_on else "each run at its last checkpoint")
+    st.caption(f"A family (a loss, an architecture) judged by its runs ({chosen}): the mean difference of run means "
+               f"(a − b) with its Welch {100 * (1 - ra.alpha):g}% interval, the exact permutation test of the run "
+               "means (p_value), Holm across family pairs within each split and metric (p_holm), and the probability "
+               "that a run of family_a beats a run of family_b with a stratified bootstrap interval. It generalises "
+               f"to {RUN_GENERALISES}.")
+    shown = ra.tests[["split", "label", "family_a", "family_b", "n_a", "n_b", "mean_diff", "ci_low", "ci_high",
+                      "p_value", "p_holm", "p_welch", "prob_improvement", "pi_low", "pi_high", "test", "note"]]
+    if len(shown):
+        components.table(shown.rename(columns={"label": "metric"}), "family_tests")
+    else:
+        st.info("Fewer than two families have two or more runs: there is no family comparison (each family's mean "
+                "± sd over runs is on the Overview).")
+    if len(ra.selection):
+        with st.expander("The checkpoint chosen per run"):
+            components.table(ra.selection, "run_selection")
+    st.caption("Every test further down compares methods — single trained models — query by query or class by "
+               "class: it holds **for these trained models**, not for their training procedures.")
+
+
+def _split_option(sp: str | None) -> str:
+    return "none" if sp is None else f"split: {sp}"
+
+
 st.title("Variability across classes and methods")
 got = current()
 if got is not None:
     key, ev = got
     a = alpha()
-    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
+    if ev.design.has_runs:
+        families(key, ev)
+    methods = st.multiselect("Methods", ev.methods, default=first_methods(ev))
     ap = ap_frame(ev, methods or ev.methods)
     all_classes = sorted(ap["label"].unique())
     classes = st.multiselect("Classes", all_classes, default=all_classes,

@@ -63,7 +63,7 @@ def test_confidence_follows_the_split_with_each_checkpoints_own_confidence():
     at = _open("views/confidence.py")
     ds = load_files([ROOT / "demo_data" / "training.npz"])
     ev = evaluate(ds, split=SPLIT)
-    table = at.dataframe[-1].value.set_index("method")
+    table = at.main.dataframe[-1].value.set_index("method")  # the sidebar holds the design table
     rho_col = next(c for c in table.columns if "Spearman" in c)
     for m in ("mlp32_e0", "mlp64_e30"):
         pq = ev.per_query(m)

@@ -107,9 +107,14 @@ def _summary_csv(pg) -> pd.DataFrame:
     return pd.read_csv(dl.value.path())
 
 
+def _data_input(pg):
+    """The embeddings uploader's file input (the sidebar's Design expander holds another)."""
+    return pg.locator("[data-testid='stFileUploader']").filter(has_text="Embeddings").locator("input[type='file']")
+
+
 def _upload(pg, *paths: Path) -> None:
     pg.get_by_text("Upload files").click()
-    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+    _data_input(pg).set_input_files([str(p) for p in paths])
 
 
 def _replace_uploads(pg, *paths: Path) -> None:
@@ -118,7 +123,7 @@ def _replace_uploads(pg, *paths: Path) -> None:
     while delete.count():
         delete.first.click()
         _settle(pg)
-    pg.locator("input[type='file']").set_input_files([str(p) for p in paths])
+    _data_input(pg).set_input_files([str(p) for p in paths])
 
 
 def _cli_map(path_args: list[str]) -> dict:
@@ -303,8 +308,7 @@ def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(pa
     data = _npz_bytes(embeddings=rng.standard_normal((40, 4)).astype(np.float32), labels=np.repeat([0, 1], 20))
     _wait_text(page, "Summary (CSV)")
     page.get_by_text("Upload files").click()
-    page.locator("input[type='file']").set_input_files([{"name": name, "mimeType": "application/octet-stream",
-                                                         "buffer": data}])
+    _data_input(page).set_input_files([{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
     _wait_text(page, "Source: ")
     caption = page.get_by_text("Source: ").first.inner_text()
     assert caption.startswith(f"Source: {name} ·"), caption
@@ -327,7 +331,7 @@ def _replace_uploads_payload(pg, payloads: list[dict]) -> None:
     while delete.count():
         delete.first.click()
         _settle(pg)
-    pg.locator("input[type='file']").set_input_files(payloads)
+    _data_input(pg).set_input_files(payloads)
 
 
 def test_refused_uploads_release_their_memory(page):
@@ -540,3 +544,86 @@ def test_an_npy_uploaded_with_its_labels_file_evaluates(page, tmp_path):
     page.get_by_text("could be the labels of").first.wait_for(timeout=60_000)
     _settle(page)
     _no_exception(page)
+
+
+def _figure_drawn(pg, title_start: str, timeout: float = 300_000) -> None:
+    """Wait until a plotly figure whose title starts so has drawn its svg."""
+    pg.wait_for_function("(t) => [...document.querySelectorAll('.js-plotly-plot')].some(p => "
+                         "p.querySelector('.main-svg') && [...p.querySelectorAll('.gtitle')]"
+                         ".some(g => g.textContent.startsWith(t)))", arg=title_start, timeout=timeout)
+    pg.wait_for_timeout(1500)  # let plotly finish drawing
+
+
+def _shot_from(pg, text: str, name: str) -> None:
+    """A screenshot of the view with the element showing ``text`` at its top (the page scrolls
+    inside its own container, so a full-page screenshot holds only the first screen)."""
+    pg.get_by_text(text, exact=False).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    pg.wait_for_timeout(800)
+    _shot(pg, name)
+
+
+def _choose(pg, label: str, option: str) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` (the list may close again if the page
+    reruns as it opens: retried)."""
+    box = pg.locator("[data-testid='stSelectbox']").filter(has_text=label)
+    for attempt in range(3):
+        box.locator("[role='combobox'], input").first.click()
+        try:
+            pg.get_by_role("option", name=option).click(timeout=15_000)
+            break
+        except playwright.TimeoutError:
+            if attempt == 2:
+                raise
+            _settle(pg)
+    _settle(pg)
+
+
+def test_runs_demo_shows_the_design_the_runs_the_family_tests_and_the_seed_bands(server, browser):
+    """The digits_runs demo (3 losses x 3 seeds x 4 epochs, three splits): the sidebar's design
+    table, Overview's mean ± sd over runs with the run dots, Statistics' family tests (unit: run),
+    Training's mean over runs with a band over runs; screenshots in tests/e2e/artifacts/runs_*."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1500})
+    page = ctx.new_page()
+    page.goto(server)
+    _wait_text(page, "Summary (CSV)")
+    page.get_by_text("Demo: 3 losses x 3 seeds", exact=False).first.click()
+    _wait_text(page, "Runs — unit: run (3 families, 3 runs each)", 900_000)
+    _figure_drawn(page, "Runs per family (all)")
+    _no_exception(page)
+    assert page.get_by_text("generalises to new trainings (runs) of each family").count() == 1
+    _shot_from(page, "Runs — unit: run", "runs_overview")
+    page.get_by_text("Design (family, run, step)").click()
+    _settle(page)
+    sidebar = page.locator("[data-testid='stSidebar']")
+    assert sidebar.locator("[data-testid='stDataFrame']").count() == 1  # the design table, a canvas grid
+    assert sidebar.get_by_text("3 runs (seed0, seed1, seed2), steps 0, 1, 3, 10").count() == 3
+    sidebar.locator("[data-testid='stDataFrame']").evaluate("e => e.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(1200)
+    _shot(page, "runs_design_table")
+    page.locator("[data-testid='stExpander']").filter(has_text="Design (family, run, step)").locator(
+        "summary").click()  # closed again
+    page.get_by_role("link", name="Statistics").click()
+    _wait_text(page, "Families (unit: run) — 3 families, 3 runs each")
+    _wait_text(page, "One-way tests")
+    assert page.get_by_text("for these trained models").count() >= 1
+    assert page.get_by_text("Choose each run's checkpoint on").count() == 1
+    _no_exception(page)
+    _shot_from(page, "Families (unit: run)", "runs_statistics")
+    _choose(page, "Choose each run's checkpoint on", "split: test_seen")
+    _choose(page, "Report it on", "split: test_unseen")
+    _wait_text(page, "The checkpoint chosen per run")
+    assert page.get_by_text("each run at the checkpoint with the best mAP on split 'test_seen', reported on "
+                            "'test_unseen'", exact=False).count() == 1
+    _no_exception(page)
+    _shot_from(page, "Families (unit: run)", "runs_statistics_selected")
+    _choose(page, "Report it on", "split: test_seen")
+    _wait_text(page, "selection on the reported split")
+    _shot_from(page, "Families (unit: run)", "runs_statistics_same_split")
+    page.get_by_role("link", name="Training").click()
+    _wait_text(page, "Mean over runs — unit: run (3 families, 3 runs each)")
+    for sp in ("all", "test_seen", "test_unseen", "train"):
+        _figure_drawn(page, f"Metrics over training, mean over runs with a band over runs ({sp})")
+    _wait_text(page, "Every run's curve")
+    _no_exception(page)
+    _shot_from(page, "Mean over runs — unit: run", "runs_training")
+    ctx.close()

@@ -188,6 +188,12 @@ class Design:
     def methods(self) -> list[str]:
         return [r.method for r in self.rows]
 
+    @property
+    def content(self) -> tuple[tuple[str, str, str, int | None], ...]:
+        """(method, family, run, step) of every method in method order: what a design table says
+        (equal designs, equal content; hashable, a cache key)."""
+        return tuple((r.method, r.family, r.run, r.step) for r in self.rows)
+
     def runs_of(self) -> dict[str, list[str]]:
         """Family -> its runs in natural order (``[""]`` for a family of one unnamed run)."""
         out: dict[str, list[str]] = {}

@@ -49,14 +49,3 @@ def checkpoint_of(name: str) -> Checkpoint | None:
     if m is None:
         return None
     return Checkpoint(m.group("family") or "", int(m.group("step")))
-
-
-def checkpoint_families(names: Iterable[str]) -> dict[str, list[str]]:
-    """Family -> its checkpoint method names in step order, for the names that are checkpoints
-    (families in natural order)."""
-    fams: dict[str, list[tuple[int, str]]] = {}
-    for n in names:
-        c = checkpoint_of(n)
-        if c is not None:
-            fams.setdefault(c.family, []).append((c.step, n))
-    return {f: [n for _, n in sorted(v)] for f, v in sorted(fams.items(), key=lambda kv: natural_key(kv[0]))}

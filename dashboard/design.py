@@ -21,12 +21,12 @@ COLUMN_CONFIG = {"method": st.column_config.TextColumn("method", width=150, pinn
                  "family": st.column_config.TextColumn("family", width=72),
                  "run": st.column_config.TextColumn("run", width=50),
                  "step": st.column_config.TextColumn("step", width=42, help=STEP_HELP)}
-Rows = tuple[tuple[str, str, str, int | None], ...]  # Design.rows
+Rows = tuple[tuple[str, str, str, int | None], ...]  # Design.content
 
 
 def text_table(design: Design) -> pd.DataFrame:
     """The design as the editor shows it: text cells, an empty step for a method without one."""
-    return pd.DataFrame([(m, f, r, "" if s is None else str(s)) for m, f, r, s in design.rows], columns=list(COLUMNS))
+    return pd.DataFrame([(m, f, r, "" if s is None else str(s)) for m, f, r, s in design.content], columns=list(COLUMNS))
 
 
 def resolve(table: pd.DataFrame, methods: Sequence[str]) -> tuple[Design, Rows]:
@@ -37,7 +37,7 @@ def resolve(table: pd.DataFrame, methods: Sequence[str]) -> tuple[Design, Rows]:
     if _same_text(table, text_table(names)):
         return names, ()  # unedited: even where the names give no family (a method named "epoch_3")
     design = Design.from_table(table, methods)
-    return (names, ()) if design.rows == names.rows else (design, design.rows)
+    return (names, ()) if design.content == names.content else (design, design.content)
 
 
 def _same_text(a: pd.DataFrame, b: pd.DataFrame) -> bool:

@@ -260,7 +260,7 @@ def test_a_design_shares_the_pass_and_keys_the_run_analysis():
     rows = tuple((m, "one", m, None) for m in ds.methods)  # every method a run of one family
     other = dataclasses.replace(tok, design=rows)
     plain, designed = cache.evaluation(tok, ds), cache.evaluation(other, ds)
-    assert designed.results is plain.results and designed.design.rows == rows
+    assert designed.results is plain.results and designed.design.content == rows
     assert tok.key != other.key
     a, b = cache.runs(tok, {"all": plain}), cache.runs(other, {"all": designed})
     assert set(a.summary["family"]) == {"a", "b"} and set(b.summary["family"]) == {"one"}
@@ -278,7 +278,7 @@ def test_an_unedited_table_is_the_names_design_even_without_family_names():
     table = text_table(Design.from_names(methods))
     assert table["family"].tolist() == ["", ""]
     design, rows = resolve(table, methods)
-    assert rows == () and design.rows == Design.from_names(methods).rows and design.has_steps
+    assert rows == () and design.content == Design.from_names(methods).content and design.has_steps
     edited = table.assign(family=["model", ""])
     with pytest.raises(InputError, match="no family for method"):
         resolve(edited, methods)

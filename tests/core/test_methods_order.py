@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis_core.methods import checkpoint_families, checkpoint_of, natural_key, order_methods
+from analysis_core.design import Design
+from analysis_core.methods import checkpoint_of, natural_key, order_methods
 
 
 def test_checkpoints_sort_by_step_not_alphabetically():
@@ -39,6 +40,7 @@ def test_checkpoint_names_and_families():
     assert checkpoint_of("proxyanchor-ep12") == ("proxyanchor", 12)
     for not_ckpt in ("mlp32", "pixels", "pca16", "lda9", "resnet50"):
         assert checkpoint_of(not_ckpt) is None
-    fams = checkpoint_families(["triplet_e10", "proxyanchor_e3", "triplet_e3", "pixels", "proxyanchor_e1"])
-    assert fams == {"proxyanchor": ["proxyanchor_e1", "proxyanchor_e3"], "triplet": ["triplet_e3", "triplet_e10"]}
+    curves = Design.from_names(["triplet_e10", "proxyanchor_e3", "triplet_e3", "pixels", "proxyanchor_e1"]).curves()
+    assert curves == {"proxyanchor": [("proxyanchor_e1", 1), ("proxyanchor_e3", 3)],
+                      "triplet": [("triplet_e3", 3), ("triplet_e10", 10)]}
     assert natural_key("a2") < natural_key("a10")

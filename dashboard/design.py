@@ -26,7 +26,8 @@ Rows = tuple[tuple[str, str, str, int | None], ...]  # Design.content
 
 def text_table(design: Design) -> pd.DataFrame:
     """The design as the editor shows it: text cells, an empty step for a method without one."""
-    return pd.DataFrame([(m, f, r, "" if s is None else str(s)) for m, f, r, s in design.content], columns=list(COLUMNS))
+    return pd.DataFrame([(m, f, r, "" if s is None else str(s)) for m, f, r, s in design.content],
+                        columns=list(COLUMNS))
 
 
 def resolve(table: pd.DataFrame, methods: Sequence[str]) -> tuple[Design, Rows]:

@@ -134,15 +134,18 @@ class PreparedAnalysis:
         warn = list(self.head_warnings)
         post: dict[str, PostHocResult] = {}
         names = self.one_way.groups["group"].tolist()  # the groups the procedures would make
+        skipped: dict[str, str] = {}
         for name in self.posthoc:
             try:
                 check_posthoc(names)  # their first check, without grouping the table again to fail it
                 res = POSTHOC[name](self.data, alpha, self.value)
             except TooManyGroups as exc:
-                warn.append(f"pairwise comparisons ({name}) skipped: {exc}")
+                skipped[name] = str(exc)
                 continue
             post[name] = res
             warn += [w for w in res.warnings if w not in warn]
+        if skipped:  # one warning for the procedures skipped for one reason
+            warn.append(f"pairwise comparisons ({', '.join(skipped)}) skipped: {next(iter(skipped.values()))}")
         mm = pt = None
         if self.mixed is not None:
             warn += self.two_way_warnings

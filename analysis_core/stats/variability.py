@@ -124,6 +124,18 @@ def class_summary(ap: pd.DataFrame, of_queries: dict | None = None) -> pd.DataFr
     return out
 
 
+def hardest_and_easiest(ap: pd.DataFrame, n: int, value: str = "ap") -> list:
+    """The ``n`` classes with the lowest and the ``n`` with the highest mean ``value`` over every
+    query of every method (ties by class name), in natural class order: where there are too many
+    classes to read, the ones worth looking at first. Every class when there are at most ``2 n``."""
+    from ..methods import natural_key
+
+    means = ap.groupby("label")[value].mean()
+    order = sorted(means.index, key=lambda c: (means[c], natural_key(str(c))))
+    chosen = order if len(order) <= 2 * n else order[:n] + order[-n:]
+    return sorted(chosen, key=lambda c: natural_key(str(c)))
+
+
 def group_column(df: pd.DataFrame) -> pd.Series:
     """Group names: the class, or ``method | class`` when there are several methods."""
     if df["method"].nunique() > 1:
@@ -297,10 +309,17 @@ def one_way(df: pd.DataFrame, value: str = "ap") -> OneWayResult:
     lev = _levene(samples, names)
     rows.append(lev)
     tests_df = pd.DataFrame(rows)
+    advice = _advice(var, lev, min(x.size for x in samples))
     for r in rows:
-        if r["note"].startswith("undefined"):
+        # one warning per concern: where the advice already says Welch's ANOVA is not to be read
+        # (zero variances, groups too small), its undefined row is in the table, not warned again
+        if r["note"].startswith("undefined") and not (r["test"] == "welch" and "Welch" in advice):
             warn.append(f"{r['test']}: {r['note']}")
-    return OneWayResult(tests_df, gframe, warn, _advice(var, lev, min(x.size for x in samples)))
+    small = [w for w in warn if f"fewer than {SMALL_GROUP} queries (" in w]
+    if small and advice.startswith("the smallest group"):  # the small groups in one warning
+        warn = [w for w in warn if w not in small]
+        advice = small[0].removesuffix(": results for them are fragile.") + "; " + advice
+    return OneWayResult(tests_df, gframe, warn, advice)
 
 
 def _welch_lambda(samples: list[np.ndarray], sample_var: list[float]) -> float:
@@ -313,8 +332,10 @@ def _welch_lambda(samples: list[np.ndarray], sample_var: list[float]) -> float:
 
 def _advice(var: np.ndarray, levene: dict, smallest: int) -> str:
     if smallest < WELCH_MIN_GROUP:
+        n_zero = int((var <= 0).sum())
+        zero = (f" ({n_zero} group(s) have zero variance, which leaves Welch's ANOVA undefined)" if n_zero else "")
         return (f"the smallest group has {smallest} queries (< {WELCH_MIN_GROUP}): too few to compare group "
-                "variances, and Welch's ANOVA and Games-Howell reject too often with so few; read ANOVA with "
+                f"variances, and Welch's ANOVA and Games-Howell reject too often with so few{zero}; read ANOVA with "
                 "Tukey HSD, and Kruskal-Wallis as the check that does not assume normality.")
     if var.min() <= 0:  # Welch and Games-Howell divide by each group's variance: undefined here
         n_zero = int((var <= 0).sum())

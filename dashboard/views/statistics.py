@@ -14,9 +14,11 @@ from analysis_core.report import mixed_caption
 from analysis_core.stats.analysis import QUERY_UNIT_ONLY
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
-from analysis_core.stats.variability import ap_frame
+from analysis_core.stats.variability import ap_frame, hardest_and_easiest
 from dashboard import cache, components
 from dashboard.views.common import alpha, current, first_methods, run_counts, runs, unit
+
+EXTREME_CLASSES = 20  # above 2 x this many classes, the picker opens on the hardest and easiest
 
 
 @st.fragment
@@ -90,10 +92,14 @@ if got is not None:
         families(key, ev)
     methods = st.multiselect("Methods", ev.methods, default=first_methods(ev))
     ap = ap_frame(ev, methods or ev.methods)
-    all_classes = sorted(ap["label"].unique())
-    classes = st.multiselect("Classes", all_classes, default=all_classes,
+    all_classes = sorted(ap["label"].unique(), key=lambda c: natural_key(str(c)))
+    default = hardest_and_easiest(ap, EXTREME_CLASSES)
+    classes = st.multiselect("Classes", all_classes, default=default,
                              help=f"Tukey HSD and Games-Howell tables are made for at most {MAX_POSTHOC_GROUPS} "
                                   "method × class groups; every other test uses every selected query.")
+    if len(default) < len(all_classes):
+        st.caption(f"{len(all_classes):,} classes: the {EXTREME_CLASSES} hardest and {EXTREME_CLASSES} easiest (lowest "
+                   "and highest mean AP over the methods) are selected; pick others, or clear the picker for all.")
     subsample = None
     if st.toggle("Balanced subsample (same n queries per class, as Brughi et al.)"):
         subsample = (st.slider("Queries per class", 2, 50, 5), st.number_input("Seed", 0, 10_000, 0))
@@ -101,7 +107,7 @@ if got is not None:
     ap = cache.selection_frame(ap, selection)
     n_groups = ap.groupby(["method", "label"]).ngroups
     st.caption(f"{len(ap)} per-query APs in {n_groups} groups, α = {a}.")
-    if subsample is None and len(selection[1]) == len(all_classes):
+    if subsample is None and set(selection[1]) == set(default):
         # from the page as it opens only: every query, where a new selection costs seconds (a guess
         # made at every move of the other controls would slow the next move down). Started before
         # this selection's statistics, on the core they leave idle (the guess yields to them).

@@ -330,3 +330,27 @@ def test_the_pr_bands_page_follows_the_sidebars_unit():
     want = pr_bands(ev, alpha=0.05, kind="t", n_recall=11, classes=["all"], unit="query")
     n = int(want["n_units"].max())
     assert any(f"t interval over {n:,} queries" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_statistics_on_600_classes_opens_on_the_hardest_and_easiest_in_natural_order_with_one_warning_each():
+    """Many classes: the class picker lists the classes in natural order and opens on the 20 hardest
+    and 20 easiest by mean AP (the core's choice, computed here from the per-query APs); the page's
+    warnings are one per concern (pairwise tables skipped once for both procedures, the small groups
+    and Welch in one)."""
+    from analysis_core.methods import natural_key
+    from analysis_core.stats.variability import ap_frame
+
+    at = _open("many_classes", "views/statistics.py")
+    assert not at.exception, [e.value for e in at.exception]
+    picker = at.multiselect[1]
+    assert picker.label == "Classes"
+    assert len(picker.options) == 600
+    assert list(picker.options) == sorted(picker.options, key=lambda c: natural_key(str(c)))
+    ev = evaluate(load_files([ROOT / "demo_data" / "many_classes.npz"]))
+    ap = ap_frame(ev, at.multiselect[0].value)
+    means = ap.groupby("label")["ap"].mean().sort_values(kind="stable")
+    ranked = sorted(means.index, key=lambda c: (means[c], natural_key(str(c))))
+    assert set(picker.value) == set(ranked[:20] + ranked[-20:]) and len(picker.value) == 40
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == len(set(warnings)) and sum("pairwise comparisons" in w for w in warnings) <= 1
+    assert sum("fewer than 5 queries" in w for w in warnings) <= 1 and not any(w.startswith("welch:") for w in warnings)

@@ -598,6 +598,9 @@ def test_runs_demo_shows_the_design_the_runs_the_family_tests_and_the_seed_bands
     assert sidebar.locator("[data-testid='stDataFrame']").count() == 1  # the design table, a canvas grid
     assert sidebar.get_by_text("3 runs (seed0, seed1, seed2), steps 0, 1, 3, 10").count() == 3
     sidebar.locator("[data-testid='stDataFrame']").evaluate("e => e.scrollIntoView({block: 'center'})")
+    # the sidebar scrolls in its own container: bring the table to the middle of it
+    sidebar.evaluate("s => { const c = [s, ...s.querySelectorAll('*')].find(e => e.scrollHeight > e.clientHeight "
+                     "+ 4 && getComputedStyle(e).overflowY !== 'visible'); if (c) c.scrollTop = c.scrollHeight; }")
     page.wait_for_timeout(1200)
     _shot(page, "runs_design_table")
     page.locator("[data-testid='stExpander']").filter(has_text="Design (family, run, step)").locator(

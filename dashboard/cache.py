@@ -47,6 +47,7 @@ from analysis_core.stats.analysis import PreparedAnalysis, VariabilityAnalysis, 
 from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
+from dashboard import uploads
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
 _REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
@@ -188,6 +189,16 @@ class Store:
             for k in [k for k, e in self._items.items() if e.group == group]:
                 del self._items[k]
 
+    def drop_oldest_data(self) -> bool:
+        """Drop the least recently used dataset with everything derived from it (the upload budget
+        is short); False when no dataset is stored."""
+        with self._lock:
+            group = next((e.group for k, e in self._items.items() if k == "data/" + e.group), None)
+        if group is None:
+            return False
+        self.drop_group(group)
+        return True
+
     def _put(self, key: str, value: object, group: str, similarities: set[str]) -> None:
         size = nbytes(value)
         with self._lock:
@@ -310,6 +321,7 @@ def _wait(fut: Future | None, progress: _Progress, label: str) -> object:
 
 
 STORE = Store(BUDGET_BYTES, MAX_ENTRIES)
+uploads.LEDGER.evict = STORE.drop_oldest_data  # the upload budget makes room by dropping stored datasets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,9 +397,14 @@ def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity
         return e.value
 
     def load(progress: _Progress) -> Dataset:
-        ds = load_bytes(read())
-        validate(ds, similarity)
-        return ds
+        budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (dashboard/uploads.py)
+        try:
+            ds = load_bytes(read(), max_bytes=budget)
+            validate(ds, similarity)
+            uploads.LEDGER.track(ds)
+            return ds
+        finally:
+            budget.release()
 
     return STORE.result(key, load, group=digest, label="Loading", similarities={similarity})
 

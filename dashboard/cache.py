@@ -398,13 +398,21 @@ def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity
 
     def load(progress: _Progress) -> Dataset:
         budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (dashboard/uploads.py)
+        ds: Dataset | None = None
         try:
             ds = load_bytes(read(), max_bytes=budget)
             validate(ds, similarity)
+        except InputError as exc:
+            # The refusal outlives this call (the future keeps it, so may a session): raised anew
+            # after this block, without the traceback whose frames hold the refused arrays.
+            refused = type(exc)(exc.source, exc.problem, exc.fix)
+        else:
             uploads.LEDGER.track(ds)
             return ds
         finally:
             budget.release()
+        ds = None
+        raise refused
 
     return STORE.result(key, load, group=digest, label="Loading", similarities={similarity})
 

@@ -50,6 +50,7 @@ from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
 from analysis_core.stats.runs import RunAnalysis, run_analysis
+from dashboard import uploads
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
 _REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
@@ -191,6 +192,16 @@ class Store:
             for k in [k for k, e in self._items.items() if e.group == group]:
                 del self._items[k]
 
+    def drop_oldest_data(self) -> bool:
+        """Drop the least recently used dataset with everything derived from it (the upload budget
+        is short); False when no dataset is stored."""
+        with self._lock:
+            group = next((e.group for k, e in self._items.items() if k == "data/" + e.group), None)
+        if group is None:
+            return False
+        self.drop_group(group)
+        return True
+
     def _put(self, key: str, value: object, group: str, similarities: set[str]) -> None:
         size = nbytes(value)
         with self._lock:
@@ -313,6 +324,7 @@ def _wait(fut: Future | None, progress: _Progress, label: str) -> object:
 
 
 STORE = Store(BUDGET_BYTES, MAX_ENTRIES)
+uploads.LEDGER.evict = STORE.drop_oldest_data  # the upload budget makes room by dropping stored datasets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,9 +408,22 @@ def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity
         return e.value
 
     def load(progress: _Progress) -> Dataset:
-        ds = load_bytes(read())
-        validate(ds, similarity)
-        return ds
+        budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (dashboard/uploads.py)
+        ds: Dataset | None = None
+        try:
+            ds = load_bytes(read(), max_bytes=budget)
+            validate(ds, similarity)
+        except InputError as exc:
+            # The refusal outlives this call (the future keeps it, so may a session): raised anew
+            # after this block, without the traceback whose frames hold the refused arrays.
+            refused = type(exc)(exc.source, exc.problem, exc.fix)
+        else:
+            uploads.LEDGER.track(ds)
+            return ds
+        finally:
+            budget.release()
+        ds = None
+        raise refused
 
     return STORE.result(key, load, group=digest, label="Loading", similarities={similarity})
 

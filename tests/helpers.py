@@ -32,6 +32,28 @@ def good_npz(tmp_path: Path, n: int = 60, name: str = "good.npz") -> Path:
     return p
 
 
+def zip_bomb(declared_bytes: int, d: int = 1000) -> bytes:
+    """An .npz whose float32 ``embeddings`` member holds ``declared_bytes`` of zeros (rows of ``d``),
+    deflated at the highest level (~1 000 : 1), beside a small ``labels`` member: a few MB that
+    inflate to what they declare. Written in blocks, never whole in memory."""
+    import io
+    import zipfile
+
+    n = declared_bytes // (4 * d)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        with z.open("embeddings.npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n, d)})
+            block, left = bytes(64 << 20), n * d * 4
+            while left:
+                f.write(block[:min(left, len(block))])
+                left -= min(left, len(block))
+        labels = io.BytesIO()
+        np.save(labels, np.arange(n) % 2)
+        z.writestr("labels.npy", labels.getvalue())
+    return out.getvalue()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (free when asked: the OS's choice of port 0)."""
     with socket.socket() as s:

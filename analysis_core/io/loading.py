@@ -12,8 +12,10 @@ import numpy as np
 from ..errors import InputError
 from .checks import OPTIONAL_COLUMNS, check_classes, check_embeddings, check_labels, check_optional, row_list
 from .dataset import Dataset
+from .numpy_files import Allowance, allowance, declare
 from .pairing import pair_labels
 from .readers import read_bytes
+from .sniffing import Input
 
 
 def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[str] = (),
@@ -73,11 +75,17 @@ def dataset_from_parts(parts: Sequence[tuple[str, dict, dict]], notes: Sequence[
 
 def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, bytes | Path] | None = None,
                names: Sequence[str] | None = None, feature_prefix: str | None = None,
-               max_bytes: int | None = None) -> Dataset:
+               max_bytes: int | Allowance | None = None) -> Dataset:
     """Load uploaded files (name, bytes) — or (name, path) for files on disk. A labels file may be
     among them for ``.npy`` uploads (paired by :func:`~.pairing.pair_labels`, each pairing in
-    ``Dataset.notes``). What the readers assumed is in ``Dataset.notes``."""
+    ``Dataset.notes``). What the readers assumed is in ``Dataset.notes``. ``max_bytes`` bounds
+    what the files together may allocate (default: half the memory available; an
+    :class:`~.numpy_files.Allowance` to share a budget): every .npz's and in-memory .npy's headers
+    are checked against it before any file is read."""
     files = list(files)
+    budget = allowance(max_bytes)
+    for name, data in files:
+        declare(Input(name, data), budget)
     notes: list[str] = []
     explicit = labels is not None
     if explicit:
@@ -89,7 +97,7 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
     for i, ((name, data), lab) in enumerate(paired):
         method = names[i] if names else None
         embs, cols = read_bytes(name, data, labels=lab, method=method, feature_prefix=feature_prefix,
-                                max_bytes=max_bytes, notes=notes)
+                                max_bytes=budget, notes=notes)
         parts.append((name, embs, cols))
     own = [name for name, _ in files if Path(name).suffix.lower() != ".npy"] if explicit else []
     if own:  # after reading: what a file really is (HDF5, a pickle, ...) is the first thing to say
@@ -106,7 +114,7 @@ def load_bytes(files: Sequence[tuple[str, bytes | Path]], *, labels: tuple[str, 
 def load_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
                labels: str | os.PathLike[str] | None = None,
                names: Sequence[str] | None = None, feature_prefix: str | None = None,
-               max_bytes: int | None = None) -> Dataset:
+               max_bytes: int | Allowance | None = None) -> Dataset:
     """Load files from disk: one dataset, one method per file (or per ``embeddings_<m>`` array).
     One path may be given alone (a string is a path, never a sequence of characters). ``.npy``
     files are memory-mapped, ``.npz`` archives read member by member."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from .numpy_files import read_npy, read_npz
+from .numpy_files import Allowance, allowance, read_npy, read_npz
 from .sniffing import TO_NPZ, Input, refuse_kind, sniff
 from .tables import read_csv, read_labels_file, read_parquet, table_to_arrays
 
@@ -20,7 +20,7 @@ class ReadOptions:
     labels: tuple[str, bytes | Path] | None  # the labels file of a .npy
     method: str | None  # the method's name (default: the file stem)
     feature_prefix: str | None  # feature columns of a table: those starting with it
-    max_bytes: int | None  # what one archive may declare
+    budget: Allowance  # what the load may still allocate
     notes: list[str]  # what the reader assumed, appended to
 
 
@@ -31,7 +31,7 @@ def _npz(inp: Input, kind: str | None, opts: ReadOptions) -> tuple[dict, dict]:
     if kind != "npz":
         raise InputError(inp.name, "not a NumPy .npz archive (no zip signature; corrupt or another format).",
                          f"create it with {TO_NPZ}.")
-    return read_npz(inp, opts.method, opts.max_bytes)
+    return read_npz(inp, opts.method, opts.budget)
 
 
 def _npy(inp: Input, kind: str | None, opts: ReadOptions) -> tuple[dict, dict]:
@@ -40,7 +40,7 @@ def _npy(inp: Input, kind: str | None, opts: ReadOptions) -> tuple[dict, dict]:
     if kind != "npy":
         raise InputError(inp.name, "not a NumPy .npy file (no NumPy signature; corrupt or another format).",
                          "save the embeddings with numpy.save(path, X).")
-    arr = read_npy(inp, "embeddings", opts.max_bytes)
+    arr = read_npy(inp, "embeddings", opts.budget)
     if opts.labels is None:
         raise InputError(inp.name, "an .npy file holds embeddings only; labels are missing.",
                          "give the labels file too (--labels labels.npy|.csv|.txt, or upload it beside).")
@@ -65,12 +65,14 @@ READERS: dict[str, Reader] = {".npz": _npz, ".npy": _npy, ".csv": _text_table, "
 
 
 def read_bytes(name: str, data: bytes | Path, *, labels: tuple[str, bytes | Path] | None = None,
-               method: str | None = None, feature_prefix: str | None = None, max_bytes: int | None = None,
+               method: str | None = None, feature_prefix: str | None = None,
+               max_bytes: int | Allowance | None = None,
                notes: list[str] | None = None) -> tuple[dict, dict]:
     """Parse one file (its bytes, or its path on disk) into (methods -> embeddings, columns); no
     cross-file checks. The content is sniffed first: pickles, PyTorch, HDF5, safetensors files and
     images are refused with how to convert them, whatever their name. ``max_bytes`` limits what
-    one archive may declare (default :func:`~.numpy_files.default_max_bytes`); ``notes`` collects what the reader
+    its arrays may declare (default :func:`~.numpy_files.default_max_bytes`; an
+    :class:`~.numpy_files.Allowance` shared with other files); ``notes`` collects what the reader
     assumed (a dropped index column, a header line)."""
     notes = [] if notes is None else notes
     inp = Input(name, data)
@@ -83,4 +85,4 @@ def read_bytes(name: str, data: bytes | Path, *, labels: tuple[str, bytes | Path
         raise InputError(name, f"unsupported file type '{inp.suffix or '(none)'}'.",
                          "use .npz, .npy (+ labels), .csv, .tsv or .parquet.")
     return reader(inp, kind, ReadOptions(labels=labels, method=method, feature_prefix=feature_prefix,
-                                         max_bytes=max_bytes, notes=notes))
+                                         budget=allowance(max_bytes), notes=notes))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +36,15 @@ if not Path(CHROMIUM).exists():
 SERVER_PID: dict[str, int] = {}  # the running server's process id, for memory checks
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextlib.contextmanager
+def serve(**env: str) -> Iterator[tuple[str, int]]:
+    """``streamlit run`` the dashboard on a free port with ``env`` added: (its URL, its process id)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    SERVER_PID["pid"] = proc.pid
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -50,9 +52,18 @@ def server():
                 break
         except OSError:
             time.sleep(0.3)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
+    try:
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve() as (url, pid):
+        SERVER_PID["pid"] = pid
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -286,7 +286,8 @@ class Evaluation:
         ``evaluate(..., ks=ks)`` with the other settings unchanged. Each method's pass kept its
         queries' leading tie blocks (:mod:`analysis_core.engine.cutoffs`), so the cutoff columns
         are recomputed from them without a new pass for every k up to the rank they cover (at
-        least 1 024 unless that exceeded the memory budget, ``CUTOFF_MB`` over all methods);
+        least 128 unless that exceeded the memory budget, ``CUTOFF_MB`` over all methods, and
+        never below 32);
         beyond it, or when a pass kept none, the evaluation runs again. Grouped Recall@K, which
         runs its own passes over groups of classes, is recomputed at the new cutoffs."""
         from .engine.cutoffs import answers, with_cutoffs

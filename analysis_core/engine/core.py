@@ -79,7 +79,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         positive score, so only that block is built and ranked: the same values as a full pass
         (tested), at a fraction of the cost. Grouped Recall@K runs many such passes.
     cutoff_ranks : keep each query's tie blocks that start above the largest rank up to this one
-        whose blocks fit ``cutoff_mb`` megabytes (``PassResult.cutoff_blocks``): the cutoff columns
+        whose blocks fit ``cutoff_mb`` megabytes, or at least rank ``cutoffs.CUTOFF_FLOOR`` (32: at
+        most 400 bytes per query) (``PassResult.cutoff_blocks``): the cutoff columns
         of any k up to that rank are then recomputed without a pass
         (:func:`~.cutoffs.with_cutoffs`). 0 (default): none kept.
     """

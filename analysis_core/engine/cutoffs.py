@@ -7,7 +7,8 @@ the very kernel calls of phase 3 (:func:`with_cutoffs`): the same values, in mil
 
 Memory: ``max_rank`` is the largest rank up to the one asked for whose blocks fit the budget
 ``cutoff_mb``, bounded before the pass from each query's count of positive entries (so the pass
-never holds more); 0 when not even rank 1 fits, and then nothing is kept.
+never holds more), and at least :data:`CUTOFF_FLOOR` (the cutoffs a user picks from: at most
+16 + 32 x 12 = 400 bytes per query, about what its per-query results already take).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ import numpy as np
 
 from .results import CutoffBlocks, PassResult
 
-#: the deepest cutoff a pass keeps blocks for (``evaluate``'s passes)
-CUTOFF_RANKS = 1024
-#: the memory an evaluation may spend on them, over all its methods
+#: the deepest cutoff ``evaluate``'s passes keep blocks for (P@100 is commonly reported; deeper
+#: cutoffs run a pass)
+CUTOFF_RANKS = 128
+#: the memory an evaluation may spend on them, over all its methods, beyond CUTOFF_FLOOR's
 CUTOFF_MB = 64.0
+#: the rank every pass keeps blocks for, whatever the budget (the dashboard's largest K)
+CUTOFF_FLOOR = 32
 #: the tie-block kernels whose value at cutoff k reads only the blocks with T < k
 PREFIX_KERNELS = ("expected_precision_at", "expected_hit_at")
 
@@ -31,13 +35,15 @@ def block_dtype(n: int) -> np.dtype:
     return np.dtype(np.int32 if n < 2**31 - 1 else np.int64)
 
 
-def kept_ranks(n_entries: np.ndarray, n_queries: int, ranks: int, budget_bytes: float, itemsize: int) -> int:
-    """The largest ``max_rank <= ranks`` whose blocks surely fit ``budget_bytes``: a query keeps at
-    most min(max_rank, its positive entries) blocks of ``3 * itemsize`` bytes (``n_entries``: per
-    ranked query), and every query (``n_queries``) two offsets. 0: not even rank 1 fits."""
+def kept_ranks(n_entries: np.ndarray, n_queries: int, ranks: int, budget_bytes: float, itemsize: int,
+               floor: int = 0) -> int:
+    """The largest ``max_rank <= ranks`` whose blocks surely fit ``budget_bytes``, or ``floor`` if
+    larger (but not above ``ranks``): a query keeps at most min(max_rank, its positive entries)
+    blocks of ``3 * itemsize`` bytes (``n_entries``: per ranked query), and every query
+    (``n_queries``) two offsets. 0: nothing kept."""
     room = (budget_bytes - 16 * n_queries) // (3 * itemsize)
     entries = np.asarray(n_entries, np.int64)
-    lo, hi = 0, max(int(ranks), 0)
+    lo, hi = min(max(floor, 0), max(int(ranks), 0)), max(int(ranks), 0)
     while lo < hi:  # the blocks kept grow with max_rank: bisect
         mid = (lo + hi + 1) // 2
         if int(np.minimum(entries, mid).sum()) <= room:

@@ -153,11 +153,11 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     from .query_metrics import metric_plan  # numba: imported here, after the NumPy work above (see .compiled)
 
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
-    from .cutoffs import block_dtype, kept_ranks  # imports .results, which imports this module
+    from .cutoffs import CUTOFF_FLOOR, block_dtype, kept_ranks  # imports .results, which imports this module
 
     n_entries = positive_entries(groups, lab[q_pos], q_pos)
     kept = 0 if hit_rates_only else kept_ranks(n_entries, all_q.size, cutoff_ranks, cutoff_mb * 2**20,
-                                                block_dtype(n).itemsize)
+                                                block_dtype(n).itemsize, CUTOFF_FLOOR)
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(

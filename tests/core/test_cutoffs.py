@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import analysis_core as ac
 from analysis_core import evaluation as evaluation_module
 from analysis_core.engine.core import run_pass
-from analysis_core.engine.cutoffs import kept_ranks
+from analysis_core.engine.cutoffs import CUTOFF_FLOOR, CUTOFF_RANKS, kept_ranks
 
 from .oracle import expected_by_positions, score_matrix, tie_blocks
 
@@ -82,7 +82,7 @@ CASES = ["ties", "collapsed", "roles", "split", "sample", "classes", "grouped", 
 def test_new_cutoffs_equal_a_fresh_evaluation_without_a_pass(case, monkeypatch):
     ds, options = _data(case)
     base = ac.evaluate(ds, ks=(1, 2, 4, 8), **options)
-    wants = {ks: ac.evaluate(ds, ks=ks, **options) for ks in ((3, 5, 16), (1,), (2, 32, 100), (1, 2, 4, 8, 1024))}
+    wants = {ks: ac.evaluate(ds, ks=ks, **options) for ks in ((3, 5, 16), (1,), (2, 32, 100), (1, 2, 4, 8, CUTOFF_RANKS))}
     calls = _no_pass(monkeypatch)
     for ks, want in wants.items():
         got = base.with_ks(ks)
@@ -139,36 +139,37 @@ def test_kept_ranks_is_the_largest_rank_whose_bound_fits_the_budget():
         ranks = int(rng.integers(0, 80))
         got = kept_ranks(entries, n_queries, ranks, budget, 4)
         fits = [c for c in range(ranks + 1) if 16 * n_queries + 12 * int(np.minimum(entries, c).sum()) <= budget]
-        want = max(fits, default=0)
-        assert got == want
+        assert got == max(fits, default=0)
+        floor = int(rng.integers(0, 40))
+        assert kept_ranks(entries, n_queries, ranks, budget, 4, floor) == max([min(floor, ranks), *fits])
 
 
-@pytest.mark.parametrize("budget_mb", [0.0, 0.02, 0.2, 1.0])
+@pytest.mark.parametrize("budget_mb", [0.0, 0.05, 0.2, 1.0])
 def test_a_pass_keeps_its_blocks_within_the_budget_and_exact_below_its_rank(budget_mb):
     X, y = _tied(600, 20, 3, 5, 4)
     r = run_pass(X, y, ks=(1, 2), cutoff_ranks=1024, cutoff_mb=budget_mb)
     b = r.cutoff_blocks
-    if b is None:
-        assert budget_mb * 2**20 < 16 * len(y) + 12 * (y.size - 1)  # not even rank 1 fitted
-        return
-    assert b.nbytes <= budget_mb * 2**20
-    assert 0 < b.max_rank <= 1024
+    assert CUTOFF_FLOOR <= b.max_rank <= 1024
+    if b.max_rank > CUTOFF_FLOOR:
+        assert b.nbytes <= budget_mb * 2**20
+    else:  # the floor's cost: at most 32 blocks and two offsets per query
+        assert b.T.size <= CUTOFF_FLOOR * y.size and b.nbytes <= y.size * (16 + 12 * CUTOFF_FLOOR)
     from analysis_core.engine.cutoffs import answers, with_cutoffs
 
     ks = (1, b.max_rank)
     assert answers(r, ks) and not answers(r, (1, b.max_rank + 1))
-    if b.max_rank > 1:  # a lower rank asked for is the rank kept
-        assert run_pass(X, y, ks=ks, cutoff_ranks=b.max_rank - 1).cutoff_blocks.max_rank == b.max_rank - 1
     want = run_pass(X, y, ks=ks)
     np.testing.assert_array_equal(with_cutoffs(r, ks).values, want.values)
+    assert run_pass(X, y, ks=ks, cutoff_ranks=5).cutoff_blocks.max_rank == 5  # never beyond the rank asked
+    assert run_pass(X, y, ks=ks).cutoff_blocks is None  # nothing asked, nothing kept
 
 
 def test_beyond_the_kept_rank_the_evaluation_runs_again_with_the_same_results(monkeypatch):
-    monkeypatch.setattr(evaluation_module, "CUTOFF_MB", 0.05)  # a few ranks only
+    monkeypatch.setattr(evaluation_module, "CUTOFF_MB", 0.0)  # the floor only
     ds, _ = _data("ties")
     base = ac.evaluate(ds, ks=(1, 2))
     kept = min(r.cutoff_blocks.max_rank for r in base.results.values())
-    assert 1 <= kept < 200
+    assert kept == CUTOFF_FLOOR
     calls = _no_pass(monkeypatch)
     _same(base.with_ks((1, kept)), ac.evaluate(ds, ks=(1, kept)))
     assert calls == [1, 1]  # the fresh evaluation's two methods; with_ks ran none

@@ -10,6 +10,7 @@ import numpy as np
 
 from .design import Design
 from .engine.core import PRECISIONS, PassResult, Progress, run_pass
+from .engine.cutoffs import CUTOFF_MB, CUTOFF_RANKS
 from .errors import InputError
 from .io import Dataset, validate
 from .metrics.registry import put_key, query_columns
@@ -62,6 +63,9 @@ class Evaluation:
     provenance: dict | None = None  # summary.json's provenance block (api.evaluate sets it)
     # the methods' (family, run, step); given as None, read from their names (__post_init__)
     design: Design = None  # type: ignore[assignment]
+    #: what :func:`evaluate` was given besides the data, the cutoffs and where it ran: how
+    #: :meth:`with_ks` repeats the evaluation when the passes kept too few tie blocks
+    settings: dict = field(default_factory=dict, repr=False, compare=False)
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -293,6 +297,38 @@ class Evaluation:
         object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
         return out
 
+    def with_ks(self, ks: tuple[int, ...]) -> Evaluation:
+        """This evaluation at cutoffs ``ks`` (Recall@K, P@k; 1 is always added): equal to
+        ``evaluate(..., ks=ks)`` with the other settings unchanged. Each method's pass kept its
+        queries' leading tie blocks (:mod:`analysis_core.engine.cutoffs`), so the cutoff columns
+        are recomputed from them without a new pass for every k up to the rank they cover (at
+        least 128 unless that exceeded the memory budget, ``CUTOFF_MB`` over all methods, and
+        never below 32);
+        beyond it, or when a pass kept none, the evaluation runs again. Grouped Recall@K, which
+        runs its own passes over groups of classes, is recomputed at the new cutoffs."""
+        from .engine.cutoffs import answers, with_cutoffs
+
+        given = check_ks(ks)
+        ks = tuple(sorted({1, *given}))
+        if ks == self.ks:
+            return self
+        provenance = copy.deepcopy(self.provenance)
+        if provenance is not None and "ks" in provenance.get("options", {}):
+            provenance["options"]["ks"] = list(given)
+        if not all(answers(r, ks) for r in self.results.values()):
+            return replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance, design=self.design)
+        results = {m: with_cutoffs(r, ks) for m, r in self.results.items()}
+        grouped = None
+        if self.grouped is not None:
+            from .stats.grouped_recall import grouped_recall
+
+            sub = self.items
+            grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks,
+                                         similarity=self.similarity, seed=g.seed, repeats=g.repeats, alpha=g.alpha,
+                                         loo_pass=results[m] if self.loo_pass(m) is not None else None)
+                       for m, g in self.grouped.items()}
+        return replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance)
+
     def _method_summary(self, method: str, alpha: float) -> dict:
         r = self.results[method]
         keep = r.values[:, 0] > 0
@@ -505,6 +541,10 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     if unknown:
         raise InputError(ds.source, f"unknown method(s) {unknown}.", f"use some of {ds.methods}.")
     design = Design.of(design, names)  # a bad design table fails before the passes
+    settings = {"similarity": similarity, "n_recall": n_recall, "interpolated": interpolated, "n_bins": n_bins,
+                "block_size": block_size, "n_threads": n_threads, "split": split, "methods": methods,
+                "group_size": group_size, "group_repeats": group_repeats, "max_classes": max_classes, "seed": seed,
+                "alpha": alpha, "query_sample": query_sample, "precision": precision, "design": design}
     results = {}
     for m in names:
         stage_progress = None
@@ -514,7 +554,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         results[m] = run_pass(sub.embeddings[m], sub.label_codes, is_query=isq, is_gallery=isg,
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
                               n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress,
-                              compute=compute, per_query_pairs=qs is not None, precision=precision)
+                              compute=compute, per_query_pairs=qs is not None, precision=precision,
+                              cutoff_ranks=CUTOFF_RANKS, cutoff_mb=CUTOFF_MB / len(names))
     grouped = None
     if group_size is not None:
         from .stats.grouped_recall import grouped_recall
@@ -525,7 +566,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
-                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision, design=design)
+                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision, design=design,
+                      settings=settings)
 
 
 def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None, n: int,

@@ -4,13 +4,18 @@ sidebar and page — and every element) after changing one control, once the pag
 and PR bands pages, each set to several new values; the median and the largest time per control
 against the targets (issue 13): < 1 s median, < 2 s max.
 
-Two data sets: the 600-class demo, and a 30 000-item upload (30 000 x 128 float32, 300 classes,
-3 methods, generated in a temporary directory and given to the real file uploader).
+Two data sets: the 600-class demo, and an upload given to the real file uploader (by default
+30 000 x 128 float32, 300 classes, 3 methods; ``--items``, ``--dim``, ``--classes``,
+``--methods`` for others, e.g. the 100 000 x 768 upload of issue 30).
+
+The Overview page times the sidebar's own controls: the cutoffs K (a view of the stored passes,
+:meth:`analysis_core.Evaluation.with_ks`) and α.
 
 AppTest always reruns the whole script, so a control inside an ``st.fragment`` (which in the
 browser reruns only its fragment) is timed here at its full-rerun cost: an upper bound.
 
-Usage: ``python benchmarks/bench_dashboard.py [--only demo|upload] [--pages statistics,...]``.
+Usage: ``python benchmarks/bench_dashboard.py [--only demo|upload] [--pages overview,statistics,...]
+[--items N --dim D --classes C --methods M]``.
 The load average is printed: on a shared machine absolute times are inflated."""
 
 from __future__ import annotations
@@ -32,16 +37,17 @@ MEDIAN_S, MAX_S = 1.0, 2.0
 N_UPLOAD, D_UPLOAD, C_UPLOAD = 30_000, 128, 300
 
 
-def upload_npz(path: Path) -> bytes:
-    """30 000 x 128 float32, 300 classes of Gaussian clusters, 3 methods of growing spread
-    (mAP from high to low: the hard case too)."""
+def upload_npz(path: Path, n: int = N_UPLOAD, dim: int = D_UPLOAD, classes: int = C_UPLOAD,
+               methods: int = 3) -> bytes:
+    """n x dim float32, ``classes`` classes of Gaussian clusters, ``methods`` methods of growing
+    spread (mAP from high to low: the hard case too)."""
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, C_UPLOAD, N_UPLOAD)
-    centres = rng.standard_normal((C_UPLOAD, D_UPLOAD)).astype(np.float32)
+    labels = rng.integers(0, classes, n)
+    centres = rng.standard_normal((classes, dim)).astype(np.float32)
     arrays = {"labels": np.array([f"class {c:03d}" for c in labels])}
-    for name, spread in (("a", 0.8), ("b", 1.5), ("c", 2.5)):
-        noise = rng.standard_normal((N_UPLOAD, D_UPLOAD)).astype(np.float32)
-        arrays[f"embeddings_{name}"] = centres[labels] + spread * noise
+    for name, spread in list(zip("abc", (0.8, 1.5, 2.5), strict=True))[:methods]:
+        noise = rng.standard_normal((n, dim)).astype(np.float32)
+        arrays[f"embeddings_{name}"] = centres[labels] + np.float32(spread * (dim / D_UPLOAD) ** 0.5) * noise
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     path.write_bytes(buf.getvalue())
@@ -77,6 +83,13 @@ def setter(kind: str, label: str, value: object, *, key: str | None = None) -> C
 
 def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest], object]]]]:
     """(control, [changes]) for the page, each change a new value; read from the opened page."""
+    if page == "overview":
+        return [
+            ("Cutoffs K (sidebar)", [setter("multiselect", "", v, key="ks")
+                                     for v in ([1, 2, 4, 8, 16], [1, 32], [1, 2], [1, 2, 4, 8])]),
+            ("Significance level α (sidebar)", [setter("select_slider", "", v, key="alpha")
+                                                for v in (0.01, 0.1, 0.05)]),
+        ]
     if page == "statistics":
         methods = widget(at, "multiselect", "Methods").options
         classes = widget(at, "multiselect", "Classes").options
@@ -135,7 +148,7 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
     raise ValueError(page)
 
 
-PAGES = {"statistics": "views/statistics.py", "per_query": "views/per_query.py",
+PAGES = {"overview": "views/overview.py", "statistics": "views/statistics.py", "per_query": "views/per_query.py",
          "class_count": "views/class_count.py", "pr_bands": "views/pr_bands.py"}
 
 
@@ -151,7 +164,11 @@ def open_data(name: str, upload: bytes | None) -> AppTest:
 
 
 def bench(name: str, upload: bytes | None, pages: list[str], rows: list[tuple]) -> None:
+    t = time.perf_counter()
     at = open_data(name, upload)
+    opened = time.perf_counter() - t
+    print(f"[{name}] opened (upload, load, first pass): {opened:.2f} s", flush=True)
+    rows.append((name, "sidebar", "(open: upload, load, first pass)", opened, opened, None))
     t = time.perf_counter()
     at.run()
     print(f"[{name}] sidebar + overview rerun (data loaded, evaluated): {time.perf_counter() - t:.2f} s", flush=True)
@@ -172,6 +189,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["demo", "upload"])
     ap.add_argument("--pages", default=",".join(PAGES))
+    ap.add_argument("--items", type=int, default=N_UPLOAD)
+    ap.add_argument("--dim", type=int, default=D_UPLOAD)
+    ap.add_argument("--classes", type=int, default=C_UPLOAD)
+    ap.add_argument("--methods", type=int, default=3, choices=(1, 2, 3))
     args = ap.parse_args()
     pages = args.pages.split(",")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
@@ -180,10 +201,11 @@ def main() -> None:
         bench("many_classes", None, pages, rows)
     if args.only in (None, "upload"):
         with tempfile.TemporaryDirectory() as tmp:
-            data = upload_npz(Path(tmp) / "bench30k.npz")
-            print(f"upload: {N_UPLOAD} x {D_UPLOAD} float32, {C_UPLOAD} classes, 3 methods, "
+            name = f"upload_{args.items // 1000}k"
+            data = upload_npz(Path(tmp) / f"bench{name}.npz", args.items, args.dim, args.classes, args.methods)
+            print(f"upload: {args.items} x {args.dim} float32, {args.classes} classes, {args.methods} method(s), "
                   f"{len(data) / 2**20:.0f} MB", flush=True)
-            bench("upload_30k", data, pages, rows)
+            bench(name, data, pages, rows)
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\n| data | page | control | median s | max s | verdict (< {MEDIAN_S:g} s median, < {MAX_S:g} s max) |")
     print("|---|---|---|---|---|---|")

@@ -449,21 +449,38 @@ def _evaluation_key(token: Token) -> str:
     return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=0.05).key
 
 
+def _without_ks(token: Token) -> Token:
+    """The token of results the cutoffs K do not change: passes (an evaluation answers new cutoffs
+    from the tie blocks its passes kept, :meth:`Evaluation.with_ks`; :func:`_at_ks`) and what is
+    derived from their K-free parts (PR bands, the class-count passes and sweep)."""
+    return dataclasses.replace(token, ks=())
+
+
+def _at_ks(token: Token, key: str, ev: Evaluation) -> Evaluation:
+    """``ev`` (stored under ``key``, run at the cutoffs of whichever request came first) at the
+    token's cutoffs, kept under ``key`` and them."""
+    ks = tuple(sorted({1, *token.ks}))
+    if ev.ks == ks:
+        return ev
+    return STORE.result(f"{key}/ks/{ks!r}", lambda p: ev.with_ks(ks), group=token.data,
+                        label="Recomputing the cutoffs")
+
+
 def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     """The sidebar's evaluation. Where it runs (``compute``) is not part of the key: same results.
     Without a query sample the seed and α do not enter the pass, so one evaluation serves them all
-    (results derived from it still key by the full token). Nor does the design: the evaluation of
-    the names' design is stored, and another design shares its passes and summaries
-    (:meth:`~analysis_core.Evaluation.with_design`; a design table that does not fit the methods
-    raises :class:`InputError`)."""
-    key = _evaluation_key(dataclasses.replace(token, design=()))
+    (results derived from it still key by the full token); new cutoffs K reuse the passes too. Nor
+    does the design: the evaluation of the names' design is stored, and another design shares its
+    passes and summaries (:meth:`~analysis_core.Evaluation.with_design`; a design table that does
+    not fit the methods raises :class:`InputError`)."""
+    key = _evaluation_key(_without_ks(dataclasses.replace(token, design=())))
 
     def run(progress: _Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
                         query_sample=token.query_sample, seed=token.seed, alpha=0.05, compute=compute,
                         split=token.split, progress=progress, precision=token.precision)
 
-    return _designed(token, STORE.result(key, run, group=token.data, label="Evaluating"))
+    return _designed(token, _at_ks(token, key, STORE.result(key, run, group=token.data, label="Evaluating")))
 
 
 def _designed(token: Token, ev: Evaluation) -> Evaluation:
@@ -471,10 +488,11 @@ def _designed(token: Token, ev: Evaluation) -> Evaluation:
 
 
 def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, seed: int) -> Evaluation:
-    plain = dataclasses.replace(token, design=())  # as evaluation(): the design does not enter the pass
-    return _designed(token, STORE.result(plain.derived("split", split, group_size, seed), lambda p: evaluate(
+    # as evaluation(): neither the design nor the cutoffs enter the pass
+    key = _without_ks(dataclasses.replace(token, design=())).derived("split", split, group_size, seed)
+    return _designed(token, _at_ks(token, key, STORE.result(key, lambda p: evaluate(
         ds, similarity=token.similarity, ks=token.ks, split=split, group_size=group_size, seed=seed,
-        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}"))
+        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")))
 
 
 def runs(token: Token, evaluations: dict[str, Evaluation], select_on: str | None = None,
@@ -526,7 +544,7 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
         ev.method_summary(method)  # kept by the evaluation (with_grouped shares it): here, in a guess too
         return ev
 
-    return token.derived("subset", method, n_classes, seed, sample), run
+    return _without_ks(token).derived("subset", method, n_classes, seed, sample), run
 
 
 def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int,
@@ -541,7 +559,7 @@ def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size:
     # the rows evaluate(max_classes=n_classes) draws (all of them, whatever the seed, when it is every class)
     rows = ev.rows if ev is not None else np.sort(sample_classes(ds.label_codes, n_classes, seed))
     sub = ds if rows.size == ds.n_items else ds.subset(rows)
-    return token.derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
+    return _without_ks(token).derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
         sub.embeddings[method], sub.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
         seed=seed, repeats=1, alpha=token.alpha, loo_pass=None if ev is None else ev.loo_pass(method))
 
@@ -575,7 +593,7 @@ SWEEP_MAX_REPEATS = 5  # the page's slider maximum
 
 def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False):
     sample = None if exact else SAMPLE_QUERIES
-    return token.derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
+    return _without_ks(token).derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
         ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
         similarity=token.similarity, query_sample=sample, exact_up_to=EXACT_ITEMS, progress=p)
 
@@ -587,7 +605,7 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int,
     new run)."""
     sample = None if exact else SAMPLE_QUERIES
     for more in range(SWEEP_MAX_REPEATS, repeats, -1):
-        e = STORE.entry(token.derived("sweep", method, group_size, more, sample))
+        e = STORE.entry(_without_ks(token).derived("sweep", method, group_size, more, sample))
         if e is not None:
             return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
     key, fn = _sweep(token, ds, method, group_size, repeats, exact)
@@ -630,7 +648,7 @@ def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndar
 
 
 def _band(token: Token, ev: Evaluation, kind: str, n_recall: int | None, cls: str, unit: str | None = None):
-    return token.derived("bands", kind, n_recall, cls, unit), lambda p: pr_bands(
+    return _without_ks(token).derived("bands", kind, n_recall, cls, unit), lambda p: pr_bands(
         ev, alpha=token.alpha, kind=kind, n_recall=n_recall, classes=[cls], progress=p, unit=unit)
 
 

@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from . import compiled
+from .cutoffs import CUTOFF_MB
 from .layout import PRECISIONS, gallery_positives
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers
@@ -48,7 +49,7 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
              memory_mb: int = 1024, progress: Progress | None = None, compute=None,
              per_query_pairs: bool = False, kernel: str = "auto", precision: str = "float32",
-             hit_rates_only: bool = False) -> PassResult:
+             hit_rates_only: bool = False, cutoff_ranks: int = 0, cutoff_mb: float = CUTOFF_MB) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -77,11 +78,17 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         and PR curves are NaN). A hit rate depends only on the tie block of a query's highest
         positive score, so only that block is built and ranked: the same values as a full pass
         (tested), at a fraction of the cost. Grouped Recall@K runs many such passes.
+    cutoff_ranks : keep each query's tie blocks that start above the largest rank up to this one
+        whose blocks fit ``cutoff_mb`` megabytes, or at least rank ``cutoffs.CUTOFF_FLOOR`` (32: at
+        most 400 bytes per query) (``PassResult.cutoff_blocks``): the cutoff columns
+        of any k up to that rank are then recomputed without a pass
+        (:func:`~.cutoffs.with_cutoffs`). 0 (default): none kept.
     """
     warm = compiled.start()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
-                    kernel=kernel, precision=precision, hit_rates_only=hit_rates_only)
+                    kernel=kernel, precision=precision, hit_rates_only=hit_rates_only, cutoff_ranks=cutoff_ranks,
+                    cutoff_mb=cutoff_mb)
     from .phases import compute_ahead, run_block  # numba (see .compiled)
 
     if compute is not None:

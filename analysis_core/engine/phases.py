@@ -14,12 +14,13 @@ import numpy as np
 
 from . import kernels as K
 from .binning import bin_tile
+from .cutoffs import block_cutoffs, block_dtype
 from .plan import bins_tile, block_tiles
 from .pool import Workers, single_threaded_blas
 from .positives import collect_positive_scores, distinct_thresholds, top_thresholds
 from .query_metrics import query_metrics
 from .ranking import rank_tile
-from .results import BlockResult, tile_arrays
+from .results import BlockResult, CutoffBlocks, tile_arrays
 from .setup import Setup
 from .tiles import KEEP_TILES_MB, TILE, Tiles, tiles_for
 
@@ -215,8 +216,9 @@ def query_prefix_rows(setup: Setup, i: int, j: int) -> int:
     return q if flags[:q].all() else 0
 
 
-def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray]:
-    """Per-query metrics of a block from its positive scores and its summed counts."""
+def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray, CutoffBlocks | None]:
+    """Per-query metrics of a block from its positive scores and its summed counts, and the
+    leading tie blocks kept for new cutoffs (:mod:`.cutoffs`; None when the pass keeps none)."""
     v = np.empty((th.chunk_q.size, len(setup.columns)), np.float64)
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
     query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
@@ -226,7 +228,10 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
         v[:, 0] = setup.n_positives[th.chunk_q]
         v[:, 1 + setup.metric_kernels.size:] = np.nan
         c[:] = np.nan
-    return v, c
+    kept = None
+    if setup.cutoff_ranks:
+        kept = block_cutoffs(th.uoff, th.ur, counts.gt, counts.eq, setup.cutoff_ranks, block_dtype(setup.n))
+    return v, c, kept
 
 
 def compute_ahead(setup: Setup, plan, busy: threading.Thread) -> dict[tuple[int, int], np.ndarray]:
@@ -261,7 +266,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
         th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
         (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,
                                              lambda i, j: bins_tile(setup, i, j, c0, c1), workers, block_size, kept)
-        v, c = phase3(setup, th, counts)
+        v, c, cut = phase3(setup, th, counts)
     keys, sums = tile_arrays(tile_sums)
     return BlockResult(c0=c0, c1=c1, chunk_q=th.chunk_q, values=v, curves=c, hist=hist, tile_keys=keys,
-                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum)
+                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum, cutoffs=cut)

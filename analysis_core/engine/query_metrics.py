@@ -3,8 +3,8 @@ per-query metric evaluated on them (definitions in :mod:`analysis_core.metrics.t
 
 numba's on-disk cache of this module holds the tie-block kernels compiled into it, and is
 invalidated only when this file changes (not when :mod:`~analysis_core.metrics.tie_blocks` does):
-a change there needs a change here (this note was last edited for the closed-form sums over a
-tie block's ranks, ``tie_blocks.SUMMED_RANKS``)."""
+a change there needs a change here (this note was last edited for the tie blocks kept for new
+cutoffs, :func:`leading_blocks`)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,49 @@ def query_metrics(uoff, uvals, ur, gt, eq, kernels, cutoffs, n_points, interpola
         out[s, 1 + nm] = mixed
         out[s, 2 + nm] = tied_neg
         curves[s, :] = pr_curve(T, t, r, n_points, interpolated)
+
+
+@njit(cache=True, nogil=True)
+def leading_blocks(uoff, ur, gt, eq, max_rank, off, T, t, r, fill):
+    """Each query slot's positive tie blocks that start above rank ``max_rank`` (``T < max_rank``),
+    rebuilt as :func:`query_metrics` rebuilds them: all that a metric at a cutoff k <= max_rank
+    reads (:func:`~analysis_core.metrics.tie_blocks.expected_precision_at` stops at the first
+    block with ``T >= k``, :func:`~analysis_core.metrics.tie_blocks.expected_hit_at` reads the
+    first block only). Without ``fill`` it writes each slot's count to ``off[s + 1]``; with it,
+    slot s's blocks to ``T, t, r[off[s]:off[s + 1]]``."""
+    nq = uoff.shape[0] - 1
+    for s in range(nq):
+        o0 = uoff[s]
+        nb = uoff[s + 1] - o0
+        neg_above = 0
+        pos_above = 0
+        n = 0
+        for c in range(nb):  # descending score order, as in query_metrics
+            i = o0 + nb - 1 - c
+            neg_above += gt[i]
+            if pos_above + neg_above >= max_rank:
+                break  # T only grows: no later block starts above max_rank either
+            if fill:
+                j = off[s] + n
+                T[j] = pos_above + neg_above
+                t[j] = ur[i] + eq[i]
+                r[j] = ur[i]
+            n += 1
+            pos_above += ur[i]
+        if not fill:
+            off[s + 1] = n
+
+
+@njit(cache=True, nogil=True)
+def cutoff_metrics(start, stop, T, t, r, kernels, cutoffs, out):
+    """``out[s, j]``: kernel ``kernels[j]`` at rank ``cutoffs[j]`` on the blocks
+    ``T, t, r[start[s]:stop[s]]`` of :func:`leading_blocks` (every cutoff at most their
+    ``max_rank``), by the same call as :func:`query_metrics` makes: the same values."""
+    for s in range(start.shape[0]):
+        a = start[s]
+        b = stop[s]
+        for j in range(kernels.shape[0]):
+            out[s, j] = evaluate_kernel(kernels[j], T[a:b], t[a:b], r[a:b], cutoffs[j], 0.0, 0.0)
 
 
 def metric_plan(ks, hit_rates_only: bool = False) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:

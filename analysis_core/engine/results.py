@@ -4,7 +4,7 @@ integer histograms by addition, per-tile score sums by ``math.fsum`` in canonica
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +37,10 @@ class PassResult:
     #: ``[s, negative/positive, bin]`` and score sums ``[s, negative/positive]``
     query_hist: np.ndarray | None = None
     query_pair_sums: np.ndarray | None = None
+    #: each query's leading tie blocks, from which the cutoff columns of any k up to their
+    #: ``max_rank`` are recomputed without a pass (:func:`~.cutoffs.with_cutoffs`); None when the
+    #: pass kept none (``cutoff_ranks = 0``, or not one rank fitted its memory budget)
+    cutoff_blocks: CutoffBlocks | None = None
 
     @property
     def n_pos_pairs(self) -> int:
@@ -55,6 +59,26 @@ class PassResult:
         return self.sum_neg / self.n_neg_pairs if self.n_neg_pairs else float("nan")
 
 
+@dataclass(frozen=True)
+class CutoffBlocks:
+    """The positive tie blocks of each query that start above rank ``max_rank`` (``T < max_rank``;
+    definitions of ``T, t, r`` in :mod:`analysis_core.metrics.tie_blocks`): every block that
+    Precision@k and Recall@K read for any k <= max_rank. Query s's blocks, in descending score
+    order, are ``T[start[s]:stop[s]]`` (and ``t``, ``r`` alike); queries of one item group share
+    theirs. At most min(max_rank, distinct positive scores) blocks per query, three integers each."""
+
+    start: np.ndarray
+    stop: np.ndarray
+    T: np.ndarray
+    t: np.ndarray
+    r: np.ndarray
+    max_rank: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.start, self.stop, self.T, self.t, self.r))
+
+
 @dataclass
 class BlockResult:
     """What one block of queries gives back: merged exactly by :func:`assemble`."""
@@ -69,6 +93,7 @@ class BlockResult:
     tile_sums: np.ndarray  # (P, 2) their (positive, negative) score sums
     qhist: np.ndarray | None = None  # (queries, 2, n_bins) per-query pair histograms
     qsum: np.ndarray | None = None  # (queries, 2) per-query fixed-point score sums
+    cutoffs: CutoffBlocks | None = None  # the block's queries' leading tie blocks (start, stop local)
 
 
 def tile_arrays(tile_sums: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -105,10 +130,13 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
     if order.size and (np.diff(keys[order], axis=0) == 0).all(axis=1).any():
         raise RuntimeError("internal error: a tile was binned twice")
     sums = sums[order]
+    cut = _merge_cutoffs(setup, blocks)
     if setup.query_expand is not None:  # every query of a group has its ranked query's results
         e = setup.query_expand
         values, curves = values[e], curves[e]
         qhist, qsum = (None, None) if qhist is None or qsum is None else (qhist[e], qsum[e])
+        if cut is not None:
+            cut = replace(cut, start=cut.start[e], stop=cut.stop[e])
     return PassResult(
         query_items=setup.items[setup.all_query_positions], values=values, columns=setup.columns, pr_curves=curves,
         recall_grid=np.arange(setup.n_recall) / (setup.n_recall - 1),
@@ -116,5 +144,26 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
         hist_pos=hist[1], hist_neg=hist[0], sum_pos=math.fsum(sums[:, 0].tolist()),
         sum_neg=math.fsum(sums[:, 1].tolist()), ks=tuple(int(k) for k in setup.ks),
         n_unique_vectors=int(setup.vectors.shape[0]), query_hist=qhist,
-        query_pair_sums=None if qsum is None else qsum / setup.fixed_point_scale,
+        query_pair_sums=None if qsum is None else qsum / setup.fixed_point_scale, cutoff_blocks=cut,
     )
+
+
+def _merge_cutoffs(setup: Setup, blocks: list[BlockResult]) -> CutoffBlocks | None:
+    """The blocks' :class:`CutoffBlocks` as one, rows by ranked query (None when the pass keeps none)."""
+    if setup.cutoff_ranks == 0:
+        return None
+    nq = setup.query_positions.size
+    start = np.zeros(nq, np.int64)
+    stop = np.zeros(nq, np.int64)
+    parts: list[CutoffBlocks] = []
+    base = 0
+    for b in blocks:
+        if b.cutoffs is None:  # a block without queries (a Dask block pair's histogram)
+            continue
+        start[b.chunk_q] = b.cutoffs.start + base
+        stop[b.chunk_q] = b.cutoffs.stop + base
+        base += b.cutoffs.T.size
+        parts.append(b.cutoffs)
+    dtype = parts[0].T.dtype if parts else np.int64
+    T, t, r = (np.concatenate([getattr(p, a) for p in parts]) if parts else np.zeros(0, dtype) for a in "Ttr")
+    return CutoffBlocks(start, stop, T, t, r, setup.cutoff_ranks)

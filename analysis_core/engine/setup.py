@@ -75,6 +75,7 @@ class Setup:
     fixed_point_scale: float = 1.0  # fixed-point steps per unit score for the per-query sums
     kernel: str = "auto"  # see KERNELS
     hit_rates_only: bool = False  # only the Recall@K columns, from each query's top positive block
+    cutoff_ranks: int = 0  # keep each query's tie blocks above this rank (:mod:`.cutoffs`); 0: none
 
     @property
     def n(self) -> int:
@@ -94,10 +95,11 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
             is_gallery: np.ndarray | None = None, similarity: str = "cosine",
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
             n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto",
-            precision: str = "float32", hit_rates_only: bool = False) -> Setup:
+            precision: str = "float32", hit_rates_only: bool = False, cutoff_ranks: int = 0,
+            cutoff_mb: float = 0.0) -> Setup:
     """Canonical layout of one pass (see the module docstring); no similarity is computed yet.
     ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``);
-    ``hit_rates_only``: see :func:`~.core.run_pass`."""
+    ``hit_rates_only``, ``cutoff_ranks``, ``cutoff_mb``: see :func:`~.core.run_pass`."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
@@ -149,12 +151,17 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     from .query_metrics import metric_plan  # numba: imported here, after the NumPy work above (see .compiled)
 
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
+    from .cutoffs import CUTOFF_FLOOR, block_dtype, kept_ranks  # imports .results, which imports this module
+
+    n_entries = positive_entries(groups, lab[q_pos], q_pos)
+    kept = 0 if hit_rates_only else kept_ranks(n_entries, all_q.size, cutoff_ranks, cutoff_mb * 2**20,
+                                                block_dtype(n).itemsize, CUTOFF_FLOOR)
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
         vectors=Xu, similarity=similarity, items=items, vector_offsets=uptr, labels=lab,
         is_query=q_c, is_gallery=g_c, query_positions=q_pos, n_positives=R,
-        n_entries=positive_entries(groups, lab[q_pos], q_pos), query_tile=item_u[q_pos] // TILE,
+        n_entries=n_entries, query_tile=item_u[q_pos] // TILE,
         group_offsets=groups.offsets, group_label=groups.label, group_is_query=groups.is_query,
         group_is_gallery=groups.is_gallery, group_count=groups.count, group_item=groups.item,
         all_query_positions=all_q, query_expand=expand,
@@ -166,7 +173,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
         metric_cutoffs=metric_cutoffs,
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
-        hit_rates_only=hit_rates_only,
+        hit_rates_only=hit_rates_only, cutoff_ranks=kept,
     )
 
 

@@ -67,7 +67,8 @@ def test_nbytes_counts_arrays_once_and_not_the_dataset_inside_an_evaluation():
     a = np.ones(1000)
     assert cache.nbytes([a, a, (a,)]) < 2 * a.nbytes
     r = ev.results["pca16"]
-    assert r.values.nbytes + r.pr_curves.nbytes <= cache.nbytes(ev) < cache.nbytes(ds)
+    kept = r.cutoff_blocks.nbytes  # the tie blocks kept for new cutoffs: more than 16-d vectors take
+    assert r.values.nbytes + r.pr_curves.nbytes + kept <= cache.nbytes(ev) < cache.nbytes(ds) + kept
 
 
 def _npz(**arrays) -> bytes:
@@ -454,3 +455,34 @@ def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_cor
     want = analyse(ap, 0.05, metrics=metrics, jackknife=ev.class_jackknife())
     assert got.unit == "class" and got.n_units == 10
     pd.testing.assert_frame_equal(got.paired, want.paired, check_exact=True)
+
+
+def test_new_cutoffs_and_alpha_reuse_the_sidebars_passes_and_equal_the_core(monkeypatch):
+    """Changing K (or α) in the sidebar runs no pass of the evaluation, nor K one of a split's
+    (whose Grouped Recall@K, its own passes over groups of classes, follows K): the results equal
+    the core's evaluation at those settings."""
+    import json
+
+    from analysis_core import evaluation as evaluation_module
+    from analysis_core.splits import evaluate_split
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    settings = [((1,), 0.05), ((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1, 2, 4, 8), 0.05)]
+    wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
+    split_wants = {ks: evaluate_split(w, "test", 5, 0) for ks, w in wants.items()}
+    calls: list[str] = []
+    original = evaluation_module.run_pass
+    monkeypatch.setattr(evaluation_module, "run_pass", lambda *a, **k: calls.append("pass") or original(*a, **k))
+    tok = cache.Token(data="digits-ks-test", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    cache.evaluation(tok, ds)
+    cache.split_evaluation(tok, ds, "test", 5, 0)
+    assert len(calls) == 2 * len(ds.methods)
+    for ks, alpha in settings:
+        # a split's Grouped Recall interval takes α when it is computed: K alone changes there
+        for got, want, a in ((cache.evaluation(dataclasses.replace(tok, ks=ks, alpha=alpha), ds), wants[ks], alpha),
+                             (cache.split_evaluation(dataclasses.replace(tok, ks=ks), ds, "test", 5, 0),
+                              split_wants[ks], 0.05)):
+            pd.testing.assert_frame_equal(got.per_query(), want.per_query(), check_exact=True)
+            assert json.dumps(got.summary(a), sort_keys=True) == json.dumps(want.summary(a), sort_keys=True)
+    assert len(calls) == 2 * len(ds.methods)  # no pass after the first

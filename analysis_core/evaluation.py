@@ -10,7 +10,7 @@ import numpy as np
 
 from .design import Design
 from .engine.core import PRECISIONS, PassResult, Progress, run_pass
-from .engine.cutoffs import CUTOFF_MB, CUTOFF_RANKS
+from .engine.cutoff_plan import CUTOFF_MB, CUTOFF_RANKS
 from .errors import InputError
 from .io import Dataset, validate
 from .metrics.registry import put_key, query_columns

@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from . import compiled
-from .cutoffs import CUTOFF_MB
+from .cutoff_plan import CUTOFF_MB
 from .layout import PRECISIONS, gallery_positives
 from .plan import block_tiles, memory_chunks
 from .pool import Progress, Workers

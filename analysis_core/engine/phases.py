@@ -14,7 +14,8 @@ import numpy as np
 
 from . import kernels as K
 from .binning import bin_tile
-from .cutoffs import block_cutoffs, block_dtype
+from .cutoff_plan import block_dtype
+from .cutoffs import block_cutoffs
 from .plan import bins_tile, block_tiles
 from .pool import Workers, single_threaded_blas
 from .positives import collect_positive_scores, distinct_thresholds, top_thresholds

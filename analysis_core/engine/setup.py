@@ -151,7 +151,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     from .query_metrics import metric_plan  # numba: imported here, after the NumPy work above (see .compiled)
 
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
-    from .cutoffs import CUTOFF_FLOOR, block_dtype, kept_ranks  # imports .results, which imports this module
+    from .cutoff_plan import CUTOFF_FLOOR, block_dtype, kept_ranks
 
     n_entries = positive_entries(groups, lab[q_pos], q_pos)
     kept = 0 if hit_rates_only else kept_ranks(n_entries, all_q.size, cutoff_ranks, cutoff_mb * 2**20,

@@ -464,12 +464,11 @@ def test_new_cutoffs_and_alpha_reuse_the_sidebars_passes_and_equal_the_core(monk
     import json
 
     from analysis_core import evaluation as evaluation_module
-    from analysis_core.splits import evaluate_split
 
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
     settings = [((1,), 0.05), ((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1, 2, 4, 8), 0.05)]
     wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
-    split_wants = {ks: evaluate_split(w, "test", 5, 0) for ks, w in wants.items()}
+    split_wants = {ks: w.within_split("test", 5, 0) for ks, w in wants.items()}
     calls: list[str] = []
     original = evaluation_module.run_pass
     monkeypatch.setattr(evaluation_module, "run_pass", lambda *a, **k: calls.append("pass") or original(*a, **k))

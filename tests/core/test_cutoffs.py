@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import analysis_core as ac
 from analysis_core import evaluation as evaluation_module
 from analysis_core.engine.core import run_pass
-from analysis_core.engine.cutoffs import CUTOFF_FLOOR, CUTOFF_RANKS, kept_ranks
+from analysis_core.engine.cutoff_plan import CUTOFF_FLOOR, CUTOFF_RANKS, kept_ranks
 
 from .oracle import expected_by_positions, score_matrix, tie_blocks
 

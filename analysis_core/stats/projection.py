@@ -27,6 +27,8 @@ request, the ``map`` extra), of every item or of a class-stratified sample above
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +38,8 @@ from ..errors import InputError
 from ..extras import require
 
 PCA_BUDGET = 50_000  # points projected and drawn by PCA (the rest sampled out, with a note)
-UMAP_BUDGET = 20_000  # UMAP: about half a minute at 20 000 x 768 on two cores (benchmarks/bench_embedding_map.py)
+# UMAP: 20 s at 20 000 x 768 on two busy cores, after a first call's compilation (numba, up to two minutes)
+UMAP_BUDGET = 20_000
 KINDS = ("pca", "umap")
 _BLOCK = 8192  # rows per block of the scatter matrix: a float64 copy of one block at a time
 
@@ -77,9 +80,10 @@ class Projection:
 
 def map_sample(codes: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
     """Rows of a class-stratified random sample of about ``budget`` items (all rows, ascending,
-    when there are at most ``budget``). Every class keeps ``max(1, floor(budget n_c / N))`` items
-    or all of its own if fewer; the remaining places go by largest remainder (ties to the lower
-    class code), then the items are drawn without replacement within each class with
+    when there are at most ``budget``). Class c of n_c items keeps ``max(1, floor(budget n_c / N))``
+    items, or all of its own if fewer; when the one-item minimums overshoot the budget, the classes
+    furthest above their share give one back; the remaining places go by largest remainder (ties
+    to the lower class code). Then the items are drawn without replacement within each class with
     ``numpy.random.default_rng(seed)``. With more classes than ``budget``, one item of each
     class is kept (so the sample has ``n_classes`` items). ``codes``: integer class codes."""
     codes = np.asarray(codes)
@@ -91,10 +95,14 @@ def map_sample(codes: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
     classes, inverse, sizes = np.unique(codes, return_inverse=True, return_counts=True)
     exact = budget * sizes / n
     take = np.minimum(np.maximum(np.floor(exact).astype(np.int64), 1), sizes)
+    while take.sum() > max(budget, classes.size):  # the one-item minimums overshot: trim the most over share
+        over = np.flatnonzero(take > 1)
+        over = over[np.lexsort((over, -(take[over] - exact[over])))]
+        take[over[:int(take.sum()) - budget]] -= 1
     left = budget - int(take.sum())
     if left > 0:
         room = take < sizes
-        order = np.lexsort((np.arange(classes.size), -(exact - np.floor(exact))))
+        order = np.lexsort((np.arange(classes.size), -(exact - take)))
         order = order[room[order]][:left]
         take[order] += 1
     rng = np.random.default_rng(seed)
@@ -169,6 +177,14 @@ def pca_2d(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return coords, ratio, components
 
 
+def umap_installed() -> bool:
+    """Whether ``umap-learn`` (the ``map`` extra) can be imported, without importing it (seconds)."""
+    try:
+        return importlib.util.find_spec("umap") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        return False
+
+
 def umap_2d(X: np.ndarray, seed: int = 0) -> np.ndarray:
     """UMAP coordinates (n, 2) of the rows of ``X`` (euclidean metric, ``random_state=seed``).
     Needs the ``map`` extra (``umap-learn``): without it, :class:`InputError` with the pip command.
@@ -181,7 +197,9 @@ def umap_2d(X: np.ndarray, seed: int = 0) -> np.ndarray:
         return pca_2d(X)[0]
     model = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), metric="euclidean", random_state=seed,
                       init="spectral" if n > 10 else "random")
-    return np.asarray(model.fit_transform(X), dtype=np.float64)
+    with warnings.catch_warnings():  # "n_jobs overridden by setting random_state": the point of the seed
+        warnings.filterwarnings("ignore", message="n_jobs value", category=UserWarning)
+        return np.asarray(model.fit_transform(X), dtype=np.float64)
 
 
 def project(X: np.ndarray, codes: np.ndarray, kind: str = "pca", *, similarity: str = "cosine",

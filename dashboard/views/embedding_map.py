@@ -4,15 +4,13 @@ one item's nearest neighbours."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import streamlit as st
 
 from analysis_core.extras import install_command
 from analysis_core.figures.embedding_map import MAX_CLASS_COLOURS, embedding_map_figure
 from analysis_core.methods import natural_key
-from analysis_core.stats.projection import map_frame, selection_table
+from analysis_core.stats.projection import map_frame, selection_table, umap_installed
 from dashboard import cache, components, state
 from dashboard.views.common import current, loaded_token, neighbours
 
@@ -64,7 +62,7 @@ if key is not None:
     ds = st.session_state[state.DATASET][1]
     rows = np.arange(ds.n_items) if key.split is None else np.flatnonzero(ds.split == key.split)
     sub = ds if rows.size == ds.n_items else ds.subset(rows)
-    has_umap = importlib.util.find_spec("umap") is not None
+    has_umap = umap_installed()
 
     c1, c2, c3 = st.columns([2, 2, 2])
     method = c1.selectbox("Method", list(ds.methods), key="map-method")

@@ -78,7 +78,7 @@ if key is not None:
     classes = sorted(set(sub.labels.tolist()), key=lambda c: natural_key(str(c)))
     picked = st.selectbox("Class", [NO_CLASS, *classes], key="map-class",
                           help="A class instead of a selection on the map: its items' metrics below, and the class "
-                               "in colour on the map (coloured by class).")
+                               "alone in colour on the map (by class or by AP).")
     ap = None
     if colour == "ap":
         got = current()

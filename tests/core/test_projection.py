@@ -234,7 +234,10 @@ def test_a_picked_class_is_the_only_one_in_colour_and_names_are_escaped():
     pts = _points(30).assign(label=lambda d: d["label"].map(lambda c: f"<b>{c}</b>"))
     fig = embedding_map_figure(pts, "class", classes=["<b>4</b>"])
     assert [t.name for t in fig.data] == ["other (29 classes)", "&lt;b&gt;4&lt;/b&gt;"]
-    assert "item&lt;0&gt;" in np.asarray(fig.data[0].customdata)[:, 2].tolist()
+    assert "item&lt;0&gt;" in np.asarray(fig.data[0].customdata)[:, 1].tolist()
+    assert "AP %{customdata[2]}" in fig.data[0].hovertemplate
+    no_ap = embedding_map_figure(pts.assign(ap=np.nan), "class")  # drawn before any evaluation
+    assert all("AP" not in t.hovertemplate for t in no_ap.data)
 
 
 @pytest.mark.skipif(shutil.which("pdfinfo") is None, reason="needs pdfinfo")

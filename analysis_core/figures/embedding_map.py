@@ -20,27 +20,33 @@ def _marker_size(n: int) -> float:
     return float(np.clip(9 - 1.3 * np.log10(max(n, 1)), 3, 7))
 
 
-def _hover(df: pd.DataFrame, with_class: bool, with_ap: bool) -> tuple[np.ndarray, str]:
-    """(customdata, hovertemplate): the input row first (a selection reads it back), the item's
-    id, its AP as text ("none" for an item without one; left out when no item has an AP: the map
-    was drawn without an evaluation) and, when the trace is not one class, its class."""
-    ap = df["ap"].to_numpy(np.float64)
-    ap_text = np.where(np.isnan(ap), "none", np.char.mod("%.4f", np.nan_to_num(ap)))
-    cols = [df["row"].to_numpy(), df["id"].map(plot_text).to_numpy(), ap_text]
-    template = "row %{customdata[0]} · id %{customdata[1]}" + ("<br>AP %{customdata[2]}" if with_ap else "")
+def _hover(df: pd.DataFrame, with_class: bool, with_ap: bool) -> dict:
+    """The trace's hover and selection data: ``customdata`` numbers only — the input row first (a
+    selection reads it back), then the AP when ``with_ap`` — so that plotly sends them as a typed
+    array (50 000 points: a fraction of the bytes and the parsing of a JSON list); ``text`` the
+    item's id (when the table has an ``id`` column) and, with ``with_class``, its class."""
+    custom = df["row"].to_numpy(np.float64)[:, None]
+    template = "row %{customdata[0]}"
+    if with_ap:
+        custom = np.c_[custom, df["ap"].to_numpy(np.float64)]
+        template += "<br>AP %{customdata[1]:.4f}"
+    parts = []
+    if "id" in df.columns:
+        parts.append("id " + df["id"].map(plot_text))
     if with_class:
-        cols.append(df["label"].map(plot_text).to_numpy())
-        template += "<br>class %{customdata[3]}"
-    return np.column_stack(cols), template
+        parts.append("class " + df["label"].map(plot_text))
+    out: dict = {"customdata": custom}
+    if parts:
+        out["text"] = (parts[0] if len(parts) == 1 else parts[0] + "<br>" + parts[1]).to_numpy()
+        template += "<br>%{text}"
+    return {**out, "hovertemplate": template}
 
 
 def _trace(df: pd.DataFrame, name: str, size: float, *, colour: object, symbol: str = "circle",
-           with_class: bool = False, with_ap: bool = True, **marker) -> go.Scattergl:
-    custom, template = _hover(df, with_class, with_ap)
+           with_class: bool = False, with_ap: bool = False, **marker) -> go.Scattergl:
     return go.Scattergl(x=df["x"].to_numpy(), y=df["y"].to_numpy(), mode="markers", name=name,
                         marker=dict(color=colour, size=size, symbol=symbol, opacity=0.75, line=dict(width=0),
-                                    **marker),
-                        customdata=custom, hovertemplate=template + f"<extra>{name}</extra>")
+                                    **marker), **_hover(df, with_class, with_ap))
 
 
 def class_colours(points: pd.DataFrame, classes: list | None = None,
@@ -61,8 +67,8 @@ def class_colours(points: pd.DataFrame, classes: list | None = None,
 def embedding_map_figure(points: pd.DataFrame, colour: str = "class", *, title: str = "Embedding map",
                          axis_titles: tuple[str, str] = ("1", "2"), classes: list | None = None,
                          max_classes: int = MAX_CLASS_COLOURS) -> go.Figure:
-    """One ``Scattergl`` point per row of ``points`` (columns ``x, y, row, id, label, ap`` and, to
-    colour by split, ``split``; ``ap`` NaN for items without a per-query AP — lone queries,
+    """One ``Scattergl`` point per row of ``points`` (columns ``x, y, row, label, ap``, ``id`` when
+    the items have ids, and ``split`` to colour by split; ``ap`` NaN for items without a per-query AP — lone queries,
     gallery-only items, queries outside a query sample).
 
     ``colour``: ``class`` — a colour (and, past the palette's 8, a marker shape) per class, for
@@ -70,11 +76,12 @@ def embedding_map_figure(points: pd.DataFrame, colour: str = "class", *, title: 
     the Viridis scale from 0 to 1 with a colour bar, the lowest drawn on top, items without an AP
     grey (and, with ``classes``, the other classes' items grey too); ``split`` — a colour
     per split. Hovering shows the item's row, id, class and AP. Axes share one scale, so distances
-    read the same across and along (a PCA's second axis is as short as its variance)."""
+    read the same across and along (a PCA's second axis is as short as its variance). The items'
+    hover shows the row, the id and the class (the trace's name where it is one class), and the AP
+    under AP colouring."""
     if colour not in COLOURINGS:
         raise ValueError(f"colour must be one of {COLOURINGS}, not {colour!r}")
     size = _marker_size(len(points))
-    with_ap = bool(points["ap"].notna().any())
     traces: list[go.Scattergl] = []
     if colour == "class":
         shown = class_colours(points, classes, max_classes)
@@ -82,16 +89,15 @@ def embedding_map_figure(points: pd.DataFrame, colour: str = "class", *, title: 
         if not rest.empty:
             n_other = rest["label"].nunique()
             traces.append(_trace(rest, f"other ({n_other:,} class{'es' if n_other > 1 else ''})", size,
-                                 colour=GREY, with_class=True, with_ap=with_ap))
+                                 colour=GREY, with_class=True))
         for i, c in enumerate(shown):
             col, _, symbol, _ = series_look(i)
-            traces.append(_trace(points[points["label"] == c], plot_text(c), size, colour=col, symbol=symbol,
-                                 with_ap=with_ap))
+            traces.append(_trace(points[points["label"] == c], plot_text(c), size, colour=col, symbol=symbol))
     elif colour == "split":
         for i, sp in enumerate(sorted(points["split"].unique(), key=lambda s: natural_key(str(s)))):
             col, _, symbol, _ = series_look(i)
             traces.append(_trace(points[points["split"] == sp], plot_text(sp), size, colour=col, symbol=symbol,
-                                 with_class=True, with_ap=with_ap))
+                                 with_class=True))
     else:
         has = points["ap"].notna()
         if (~has).any():
@@ -104,7 +110,7 @@ def embedding_map_figure(points: pd.DataFrame, colour: str = "class", *, title: 
             has &= picked
         scored = points[has].sort_values("ap", ascending=False, kind="stable")  # the failing queries on top
         name = "per-query AP" if classes is None else "AP of " + ", ".join(plot_text(c) for c in classes)
-        traces.append(_trace(scored, name, size, colour=scored["ap"].to_numpy(), with_class=True,
+        traces.append(_trace(scored, name, size, colour=scored["ap"].to_numpy(), with_class=True, with_ap=True,
                              colorscale="Viridis", cmin=0.0, cmax=1.0, showscale=True,
                              colorbar=dict(title=dict(text="AP"), thickness=12, len=0.6)))
     layout = base_layout(title, aspect=0.8)

@@ -7,9 +7,13 @@ request, the ``map`` extra), of every item or of a class-stratified sample above
 * **PCA** (Pearson 1901; Jolliffe, *Principal Component Analysis*, 2nd ed., Springer 2002): the
   items centred, the two leading eigenvectors of the scatter matrix ``Xc^T Xc`` (or, with fewer
   items than dimensions, of the Gram matrix ``Xc Xc^T``), computed exactly by a symmetric
-  eigendecomposition (LAPACK ``syevd``) in float64 — the same axes as the singular value
-  decomposition of ``Xc``, at the cost of one matrix product instead of an SVD of a tall matrix.
-  Coordinates are ``Xc v_j``; the explained variance ratio of axis j is ``lambda_j / sum(lambda)``.
+  eigendecomposition in float64 — the same axes as the singular value decomposition of ``Xc``,
+  at the cost of one matrix product instead of an SVD of a tall matrix. Above
+  :data:`EXACT_VALUES` values (n x d) that product alone takes seconds, and the two axes come from
+  a seeded randomized subspace iteration instead (Halko, Martinsson & Tropp 2011), as in
+  scikit-learn's ``PCA(svd_solver="auto")``: the exact axes to many digits wherever the two
+  leading variances stand out from the rest. Coordinates are ``Xc v_j``; the explained
+  variance ratio of axis j is their variance over the total variance.
   **Sign convention**: an eigenvector's sign is arbitrary and LAPACK builds may differ, so each
   axis is oriented so that its largest-magnitude loading is positive (the first such loading
   when several tie) — the convention of scikit-learn's ``svd_flip(u_based_decision=False)`` —
@@ -41,6 +45,9 @@ PCA_BUDGET = 50_000  # points projected and drawn by PCA (the rest sampled out, 
 # UMAP: 20 s at 20 000 x 768 on two busy cores, after a first call's compilation (numba, up to two minutes)
 UMAP_BUDGET = 20_000
 KINDS = ("pca", "umap")
+EXACT_VALUES = 2**23  # n x d up to which PCA is exact (8.4 M values, e.g. 11 000 x 768: under a second)
+_OVERSAMPLE = 10  # extra random directions of the randomized PCA (Halko et al. 2011 suggest 5-10)
+_POWER_ITERATIONS = 7  # scikit-learn's randomized_svd default for a few components
 _BLOCK = 8192  # rows per block of the scatter matrix: a float64 copy of one block at a time
 
 
@@ -114,19 +121,24 @@ def map_sample(codes: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
 
 
 def map_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
-    """The vectors the map places: rows L2-normalised under ``cosine`` (zero rows refused),
-    ``X`` itself under ``dot`` and ``euclidean``."""
+    """The vectors the map places: rows L2-normalised under ``cosine`` (norms in float64, by
+    blocks of rows: no float64 copy of the whole array; zero rows refused), ``X`` itself under
+    ``dot`` and ``euclidean``."""
     if similarity not in ("cosine", "dot", "euclidean"):
         raise InputError("embedding map", f"unknown similarity '{similarity}'.", "use cosine, dot or euclidean.")
     X = np.asarray(X)
     if similarity != "cosine":
         return X
-    norms = np.linalg.norm(X.astype(np.float64, copy=False), axis=1)
-    if not (norms > 0).all():
-        bad = np.flatnonzero(~(norms > 0))[:5].tolist()
-        raise InputError("embedding map", f"rows {bad} are zero vectors, which have no direction under cosine.",
-                         "drop them, or use the dot or euclidean similarity.")
-    return (X / norms[:, None].astype(X.dtype, copy=False)) if X.dtype == np.float32 else X / norms[:, None]
+    out = np.empty(X.shape, np.float64 if X.dtype == np.float64 else np.float32)
+    for a in range(0, X.shape[0], _BLOCK):
+        B = X[a:a + _BLOCK].astype(np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", B, B))
+        if not (norms > 0).all():
+            bad = (a + np.flatnonzero(~(norms > 0))[:5]).tolist()
+            raise InputError("embedding map", f"rows {bad} are zero vectors, which have no direction under cosine.",
+                             "drop them, or use the dot or euclidean similarity.")
+        out[a:a + _BLOCK] = B / norms[:, None]
+    return out
 
 
 def _oriented(v: np.ndarray) -> np.ndarray:
@@ -136,45 +148,84 @@ def _oriented(v: np.ndarray) -> np.ndarray:
     return v * np.where(signs == 0, 1.0, signs)
 
 
-def pca_2d(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The first two principal components of the rows of ``X`` (n, d), exactly: returns
-    (coordinates (n, 2), explained variance ratio (2,), components (d, 2) — unit loadings, each
-    with its largest-magnitude entry positive). Sums run in float64 whatever ``X``'s dtype; with
-    ``d = 1`` the second axis is 0 with ratio 0; when the rows do not vary every coordinate is 0
-    and both ratios are NaN (undefined: no variance to explain)."""
-    X = np.asarray(X)
+def _exact_axes(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """All principal axes (d, <= d columns), by decreasing variance: eigenvectors of the float64
+    scatter matrix, or with fewer items than dimensions of the Gram matrix (same non-zero
+    eigenvalues; the axes are ``Xc^T u / sqrt(lambda)``)."""
     n, d = X.shape
-    mean = X.mean(axis=0, dtype=np.float64)
     if n >= d:
         scatter = np.zeros((d, d))
         for a in range(0, n, _BLOCK):
             B = X[a:a + _BLOCK].astype(np.float64) - mean
             scatter += B.T @ B
-        lam, vec = np.linalg.eigh(scatter)
-        lam, vec = lam[::-1], vec[:, ::-1]
-    else:  # few items in many dimensions: the n x n Gram matrix has the same non-zero eigenvalues
-        Xc = X.astype(np.float64) - mean
-        lam, u = np.linalg.eigh(Xc @ Xc.T)
-        lam, u = lam[::-1], u[:, ::-1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            vec = (Xc.T @ u[:, :2]) / np.sqrt(np.maximum(lam[:2], 0.0))
-        vec = np.where(np.isfinite(vec), vec, 0.0)
-    lam = np.maximum(lam, 0.0)  # rounding makes the null space's eigenvalues slightly negative
-    total = lam.sum()
-    vec = _oriented(vec[:, :2])
-    k = vec.shape[1]
+        return np.linalg.eigh(scatter)[1][:, ::-1]
+    Xc = X.astype(np.float64) - mean
+    lam, u = np.linalg.eigh(Xc @ Xc.T)
+    lam, u = lam[::-1][:2], u[:, ::-1][:, :2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vec = (Xc.T @ u) / np.sqrt(np.maximum(lam, 0.0))
+    return np.where(np.isfinite(vec), vec, 0.0)
+
+
+def _randomized_axes(X: np.ndarray, mean: np.ndarray, seed: int) -> np.ndarray:
+    """The two leading principal axes by randomized subspace iteration (Halko, Martinsson & Tropp
+    2011, *Finding structure with randomness*, SIAM Review 53(2):217-288, Algorithm 4.4):
+    :data:`_OVERSAMPLE` + 2 random directions (seeded), :data:`_POWER_ITERATIONS` multiplications
+    by ``Xc^T Xc`` each followed by a QR in float64, then the exact eigenvectors of the scatter
+    matrix restricted to that subspace (Rayleigh-Ritz). ``Xc`` is never formed: ``Xc Q = X Q -
+    1 (mean Q)``. The error shrinks like ``(lambda_{l+1} / lambda_2)^(q + 1/2)`` (variances
+    ``lambda``, ``l`` directions, ``q`` iterations): where the two leading variances are 10 times
+    the 13th, the exact axes to about 7 digits; where they are nearly equal, no method's second
+    axis is stable (a sample of other items would turn it)."""
+    d = X.shape[1]
+    k = min(d, 2 + _OVERSAMPLE)
+    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, k)))[0]
+    mean_x = mean.astype(X.dtype)
+
+    def scatter_times(Q: np.ndarray) -> np.ndarray:  # Xc^T (Xc Q), products in X's dtype
+        Qx = Q.astype(X.dtype)
+        Y = X @ Qx - mean_x @ Qx
+        return (X.T @ Y - np.outer(mean_x, Y.sum(axis=0))).astype(np.float64)
+
+    for _ in range(_POWER_ITERATIONS):
+        Q = np.linalg.qr(scatter_times(Q))[0]
+    small = Q.T @ scatter_times(Q)
+    w, u = np.linalg.eigh((small + small.T) / 2)
+    return Q @ u[:, ::-1][:, :2]
+
+
+def pca_2d(X: np.ndarray, *, exact_up_to: int | None = None, seed: int = 0,
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first two principal components of the rows of ``X`` (n, d): returns (coordinates
+    (n, 2), explained variance ratio (2,), components (d, 2) — unit loadings, each with its
+    largest-magnitude entry positive). Exact (:func:`_exact_axes`) for at most ``exact_up_to``
+    values (``n d``; default :data:`EXACT_VALUES`), else by seeded randomized subspace iteration
+    (:func:`_randomized_axes`), as scikit-learn's ``PCA(svd_solver="auto")`` chooses for large
+    data. The ratio of axis j is the variance of its coordinates over the total variance, summed
+    in float64. With ``d = 1`` the second axis is 0 with ratio 0; an axis without variance
+    (beyond the data's rank) is 0 with ratio 0; when the rows do not vary every coordinate is 0
+    and both ratios are NaN (undefined: no variance to explain)."""
+    X = np.asarray(X)
+    n, d = X.shape
+    mean = X.mean(axis=0, dtype=np.float64)
+    exact = X.size <= (EXACT_VALUES if exact_up_to is None else exact_up_to) or d <= 2 + _OVERSAMPLE
+    vec = _oriented((_exact_axes(X, mean) if exact else _randomized_axes(X, mean, seed))[:, :2])
     components = np.zeros((d, 2))
-    ratio = np.zeros(2)
-    # an axis with (numerically) no variance is no direction: coordinates 0, not rounding noise
-    tiny = lam[:k] <= total * 1e-12 * max(n, d) if total > 0 else np.ones(k, bool)
-    components[:, :k] = np.where(tiny, 0.0, vec)
-    ratio[:k] = lam[:k] / total if total > 0 else np.nan
-    if total == 0:
-        ratio[:] = np.nan
+    components[:, :vec.shape[1]] = vec
     coords = np.empty((n, 2))
+    total = 0.0
     for a in range(0, n, _BLOCK):
-        coords[a:a + _BLOCK] = (X[a:a + _BLOCK].astype(np.float64) - mean) @ components
-    return coords, ratio, components
+        B = X[a:a + _BLOCK].astype(np.float64) - mean
+        coords[a:a + _BLOCK] = B @ components
+        total += float(np.einsum("ij,ij->", B, B))
+    var = np.einsum("ij,ij->j", coords, coords)
+    if total == 0:
+        return np.zeros((n, 2)), np.full(2, np.nan), components
+    # an axis with (numerically) no variance is no direction: coordinates 0, not rounding noise
+    tiny = var <= total * 1e-12 * max(n, d)
+    coords[:, tiny] = 0.0
+    components[:, tiny] = 0.0
+    return coords, np.where(tiny, 0.0, var / total), components
 
 
 def umap_installed() -> bool:
@@ -220,7 +271,7 @@ def project(X: np.ndarray, codes: np.ndarray, kind: str = "pca", *, similarity: 
     rows = map_sample(codes, budget, seed)
     V = map_vectors(X[rows] if rows.size < X.shape[0] else X, similarity)
     if kind == "pca":
-        coords, ratio, _ = pca_2d(V)
+        coords, ratio, _ = pca_2d(V, seed=seed)
         return Projection(coords, rows, kind, X.shape[0], seed, ratio)
     return Projection(umap_2d(V, seed), rows, kind, X.shape[0], seed)
 
@@ -230,15 +281,15 @@ def map_frame(proj: Projection, labels: np.ndarray, *, rows: np.ndarray | None =
               split: np.ndarray | None = None) -> pd.DataFrame:
     """The points of ``proj`` as a table for :func:`~analysis_core.figures.embedding_map.
     embedding_map_figure`: ``x, y``, ``row`` (the input row: ``rows[proj.rows]`` when the
-    projected array was a subset of the input, e.g. one split's items), ``id`` (``ids`` or the
-    row), ``label``, ``ap`` (``ap``: per-query AP indexed by input row; NaN where an item has
+    projected array was a subset of the input, e.g. one split's items), ``label``, ``id`` (only
+    with ``ids``), ``ap`` (``ap``: per-query AP indexed by input row; NaN where an item has
     none) and ``split`` when given. ``labels``, ``ids`` and ``split`` are aligned with the
     projected array."""
     at = proj.rows
     row = at if rows is None else np.asarray(rows)[at]
-    df = pd.DataFrame({"x": proj.coords[:, 0], "y": proj.coords[:, 1], "row": row,
-                       "id": (np.asarray(ids)[at] if ids is not None else row).astype(str),
-                       "label": np.asarray(labels)[at]})
+    df = pd.DataFrame({"x": proj.coords[:, 0], "y": proj.coords[:, 1], "row": row, "label": np.asarray(labels)[at]})
+    if ids is not None:
+        df["id"] = np.asarray(ids)[at].astype(str)
     df["ap"] = np.nan if ap is None else ap.reindex(row).to_numpy(np.float64)
     if split is not None:
         df["split"] = np.asarray(split)[at]

@@ -19,10 +19,18 @@ COLOUR_NAMES = {"class": "class", "ap": "per-query AP", "split": "split"}
 NO_CLASS = "(the selection on the map)"
 
 
-def selected_rows(event) -> np.ndarray:
-    """Input rows of the points selected on the map (each point's customdata starts with its row)."""
-    points = (event or {}).get("selection", {}).get("points", []) if event is not None else []
-    return np.unique(np.array([int(p["customdata"][0]) for p in points if p.get("customdata")], dtype=np.int64))
+def selected_rows(event, fig) -> np.ndarray:
+    """Input rows of the points selected on the map, found by their trace and index in ``fig``
+    (the browser's copy of a point's customdata arrives in several shapes; its position does not)."""
+    points = event.get("selection", {}).get("points", []) if event is not None else []
+    rows = [np.asarray(fig.data[p["curve_number"]].customdata)[p["point_index"], 0] for p in points
+            if p.get("curve_number") is not None and p.get("point_index") is not None]
+    return np.unique(np.array(rows, dtype=np.float64).astype(np.int64))
+
+
+def of_items(column: np.ndarray | None, rows: np.ndarray | None) -> np.ndarray | None:
+    """A per-item column restricted to the mapped items ``rows`` (None: every item)."""
+    return column if column is None or rows is None else column[rows]
 
 
 def details(method: str, rows: np.ndarray, what: str) -> None:
@@ -60,22 +68,23 @@ st.title("Embedding map")
 key = loaded_token()
 if key is not None:
     ds = st.session_state[state.DATASET][1]
-    rows = np.arange(ds.n_items) if key.split is None else np.flatnonzero(ds.split == key.split)
-    sub = ds if rows.size == ds.n_items else ds.subset(rows)
+    rows = None if key.split is None else np.flatnonzero(ds.split == key.split)  # the sidebar split's items
+    labels = ds.labels if rows is None else ds.labels[rows]
     has_umap = umap_installed()
 
     c1, c2, c3 = st.columns([2, 2, 2])
     method = c1.selectbox("Method", list(ds.methods), key="map-method")
-    colourings = ["class", "ap"] + (["split"] if sub.split is not None and key.split is None else [])
+    colourings = ["class", "ap"] + (["split"] if ds.split is not None and key.split is None else [])
     colour = c2.radio("Colour by", colourings, format_func=COLOUR_NAMES.get, horizontal=True, key="map-colour")
     kind = c3.radio("Projection", ["pca", "umap"] if has_umap else ["pca"], horizontal=True, key="map-kind",
                     format_func={"pca": "PCA", "umap": "UMAP"}.get,
-                    help="PCA: exact, at once. UMAP (McInnes et al. 2018): neighbourhoods kept, distances between "
-                         "clusters not; seeded; a minute or more on large data.")
+                    help="PCA: exact (randomized above 8.4 M values), at once. UMAP (McInnes et al. 2018): "
+                         "neighbourhoods kept, distances between clusters not; seeded; a minute or more on large "
+                         "data.")
     if not has_umap:
         c3.caption(f"UMAP maps need umap-learn: `{install_command('map')}`, then restart the dashboard.")
 
-    classes = sorted(set(sub.labels.tolist()), key=lambda c: natural_key(str(c)))
+    classes = sorted(set(labels.tolist()), key=lambda c: natural_key(str(c)))
     picked = st.selectbox("Class", [NO_CLASS, *classes], key="map-class",
                           help="A class instead of a selection on the map: its items' metrics below, and the class "
                                "alone in colour on the map (by class or by AP).")
@@ -85,22 +94,22 @@ if key is not None:
         if got is None:
             st.stop()
         ap = got[1].per_query(method).set_index("query")["ap"]
-    proj = cache.projection(key, sub, method, kind)
-    points = map_frame(proj, sub.labels, rows=rows, ids=sub.ids, ap=ap, split=sub.split)
+    proj = cache.projection(key, ds, method, kind, rows)
+    points = map_frame(proj, labels, rows=rows, ids=of_items(ds.ids, rows), ap=ap, split=of_items(ds.split, rows))
     highlight = [picked] if picked != NO_CLASS else None
-    n_classes = len(classes)
     title = (f"Embedding map: {components.plot_text(method)}, {'PCA' if kind == 'pca' else 'UMAP'}"
              + (f" (sample of {proj.rows.size:,} of {proj.n_items:,} items)" if proj.sampled else ""))
     fig = embedding_map_figure(points, colour, title=title, axis_titles=proj.axis_titles(), classes=highlight)
-    st.caption(proj.note() + (f" {n_classes:,} classes: the {MAX_CLASS_COLOURS} largest in colour, the rest grey "
-                              "(pick a class to colour it)." if colour == "class" and n_classes > MAX_CLASS_COLOURS
+    st.caption(proj.note() + (f" {len(classes):,} classes: the {MAX_CLASS_COLOURS} largest in colour, the rest grey "
+                              "(pick a class to colour it)." if colour == "class" and len(classes) > MAX_CLASS_COLOURS
                               and highlight is None else "")
                + " Select points with the box or lasso tool (or click one) to list their metrics.")
     event = components.figure(fig, f"embedding_map_{method}_{kind}_{colour}", points, select=True)
 
-    chosen = selected_rows(event)
+    chosen = selected_rows(event, fig)
     if picked != NO_CLASS:
-        details(method, rows[sub.labels == picked], f"class {components.literal(picked)}")
+        where = np.flatnonzero(labels == picked)
+        details(method, where if rows is None else rows[where], f"class {components.literal(picked)}")
     elif chosen.size:
         details(method, chosen, f"the {chosen.size:,} selected items")
     else:

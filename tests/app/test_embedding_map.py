@@ -41,7 +41,8 @@ def _spec(at: AppTest) -> dict:
 def _arr(v) -> np.ndarray:
     """A plotly JSON array: a list, or numpy's bytes as plotly 6 writes them (``bdata``)."""
     if isinstance(v, dict):
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        return a.reshape([int(k) for k in str(v["shape"]).split(",")]) if "shape" in v else a
     return np.asarray(v)
 
 
@@ -49,7 +50,7 @@ def _points(spec: dict) -> dict[int, tuple[float, float, str]]:
     """input row -> (x, y, trace name) of every drawn point."""
     out = {}
     for t in spec["data"]:
-        for row, x, y in zip((c[0] for c in t["customdata"]), _arr(t["x"]), _arr(t["y"]), strict=True):
+        for row, x, y in zip(_arr(t["customdata"])[:, 0], _arr(t["x"]), _arr(t["y"]), strict=True):
             assert int(row) not in out
             out[int(row)] = (x, y, t["name"])
     return out
@@ -82,7 +83,7 @@ def test_ap_colouring_shows_each_querys_ap_from_the_core_and_a_picked_class_fill
     at.radio(key="map-colour").set_value("ap").run()
     assert not at.exception
     scored = _spec(at)["data"][-1]
-    rows = [int(c[0]) for c in scored["customdata"]]
+    rows = _arr(scored["customdata"])[:, 0].astype(int).tolist()
     np.testing.assert_allclose(_arr(scored["marker"]["color"]), pq.loc[rows, "ap"], atol=1e-12)
     assert scored["marker"]["colorscale"] and len(rows) == int((pq["n_positives"] > 0).sum())
     assert not at.dataframe  # nothing selected: no table yet

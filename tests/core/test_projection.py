@@ -55,6 +55,24 @@ def test_pca_equals_scikit_learns_up_to_sign_with_its_explained_variance(n, d):
     assert np.all(ratio[k:] == 0) and np.all(coords[:, rank:] == 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_randomized_pca_of_large_data_equals_the_exact_one_where_the_axes_stand_out(dtype):
+    rng = np.random.default_rng(11)
+    n, d = 3000, 60
+    # leading variances 25 and 9 against at most 1.2 for the rest: the spectrum of data with structure
+    X = (rng.standard_normal((n, d)) * np.r_[5.0, 3.0, np.linspace(1.2, 0.1, d - 2)]) @ np.linalg.qr(
+        rng.standard_normal((d, d)))[0] + 4.0
+    X = X.astype(dtype)
+    coords, ratio, comps = pca_2d(X, exact_up_to=0, seed=3)
+    ref, ref_ratio, ref_comps = _sklearn_pca(X.astype(np.float64))
+    tol = 1e-6 if dtype == np.float64 else 1e-4  # (lambda_13 / lambda_2)^7.5 = (1 / 9)^7.5 ~ 1e-7
+    _same_up_to_sign(comps, ref_comps, atol=tol)
+    _same_up_to_sign(coords, ref, atol=tol * np.abs(ref).max())
+    np.testing.assert_allclose(ratio, ref_ratio, rtol=tol)
+    again = pca_2d(X, exact_up_to=0, seed=3)[0]
+    np.testing.assert_array_equal(coords, again)  # seeded: the same picture on every call
+
+
 def test_each_axis_has_its_largest_loading_positive_whatever_the_row_order():
     rng = np.random.default_rng(3)
     X = rng.standard_normal((500, 20)) @ rng.standard_normal((20, 20))
@@ -85,7 +103,7 @@ def test_constant_and_two_item_data():
     assert "every item maps to one point" in p.note()
     X = np.array([[1.0, 2.0, 0.0], [4.0, -2.0, 1.0]])
     p = project(X, np.array([0, 1]), similarity="euclidean")
-    assert p.explained.tolist() == [1.0, 0.0]
+    assert p.explained == pytest.approx([1.0, 0.0], abs=1e-12)
     assert np.linalg.norm(p.coords[0] - p.coords[1]) == pytest.approx(np.linalg.norm(X[0] - X[1]), rel=1e-12)
     assert np.all(p.coords[:, 1] == 0)
 
@@ -234,10 +252,16 @@ def test_a_picked_class_is_the_only_one_in_colour_and_names_are_escaped():
     pts = _points(30).assign(label=lambda d: d["label"].map(lambda c: f"<b>{c}</b>"))
     fig = embedding_map_figure(pts, "class", classes=["<b>4</b>"])
     assert [t.name for t in fig.data] == ["other (29 classes)", "&lt;b&gt;4&lt;/b&gt;"]
-    assert "item&lt;0&gt;" in np.asarray(fig.data[0].customdata)[:, 1].tolist()
-    assert "AP %{customdata[2]}" in fig.data[0].hovertemplate
-    no_ap = embedding_map_figure(pts.assign(ap=np.nan), "class")  # drawn before any evaluation
-    assert all("AP" not in t.hovertemplate for t in no_ap.data)
+    other = fig.data[0]
+    i = int(np.flatnonzero(np.asarray(other.customdata)[:, 0] == 0)[0])
+    assert other.text[i] == "id item&lt;0&gt;<br>class &lt;b&gt;0&lt;/b&gt;"
+    assert all("AP" not in t.hovertemplate for t in fig.data)  # no AP shown unless coloured by it
+    by_ap = embedding_map_figure(pts, "ap")
+    scored = by_ap.data[-1]
+    assert "AP %{customdata[1]:.4f}" in scored.hovertemplate
+    np.testing.assert_array_equal(np.asarray(scored.customdata)[:, 1], scored.marker.color)
+    # numbers only: plotly sends them as a typed array, not a JSON list
+    assert all(np.asarray(t.customdata).dtype == np.float64 for t in by_ap.data)
 
 
 @pytest.mark.skipif(shutil.which("pdfinfo") is None, reason="needs pdfinfo")

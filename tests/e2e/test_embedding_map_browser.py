@@ -66,7 +66,20 @@ def test_the_map_draws_and_a_box_selection_or_a_class_fills_the_table(page):  # 
     _no_exception(page)
     heading = page.get_by_text("Per-query metrics of the ").first.inner_text()
     n = int(heading.split("the ")[1].split(" selected")[0].replace(",", ""))
-    assert n > 0
+    # the points plotly drew inside the box the browser recorded (data coordinates): the table's
+    inside = page.evaluate(f"""() => {{
+        const gd = document.querySelector('{PLOT}');
+        const s = gd.layout.selections[0];
+        const [x0, x1] = [Math.min(s.x0, s.x1), Math.max(s.x0, s.x1)];
+        const [y0, y1] = [Math.min(s.y0, s.y1), Math.max(s.y0, s.y1)];
+        let n = 0;
+        for (const t of gd._fullData) for (let i = 0; i < t._length; i++) {{
+            const x = t.x[i], y = t.y[i];
+            if (x >= x0 && x <= x1 && y >= y0 && y <= y1) n++;
+        }}
+        return n;
+    }}""")
+    assert n == inside > 0
     assert page.get_by_text(f"{n:,} items, ").count() >= 1
     page.get_by_text("Nearest neighbours").first.wait_for()
     _shot(page, "embedding_map_box_selection")

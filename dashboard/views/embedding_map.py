@@ -53,6 +53,8 @@ def details(method: str, rows: np.ndarray, what: str) -> None:
     choices = table["row"].tolist()[:MAX_NEIGHBOUR_CHOICES]
     label = {r: f"row {r} · id {i} · class {c}" for r, i, c in zip(table["row"], table["id"], table["label"],
                                                                       strict=True)}
+    if st.session_state.get("map-nn-query") not in choices:  # a new selection: its first item
+        st.session_state["map-nn-query"] = choices[0]
     q = st.selectbox("Neighbours of", choices, format_func=label.get, key="map-nn-query",
                      help=f"One of the selected items (the first {MAX_NEIGHBOUR_CHOICES} when more are selected).")
     nn = neighbours(key, ev, method, int(q))

@@ -48,7 +48,9 @@ def _trace(df: pd.DataFrame, name: str, size: float, *, colour: object, symbol: 
            with_class: bool = False, with_ap: bool = False, **marker) -> go.Scattergl:
     # coordinates in float32: a map is drawn to a screen's (or a page's) resolution
     return go.Scattergl(x=df["x"].to_numpy(np.float32), y=df["y"].to_numpy(np.float32), mode="markers", name=name,
-                        marker=dict(color=colour, size=size, symbol=symbol, opacity=0.75, line=dict(width=0),
+                        # an open symbol is only its outline: drawn in the marker's colour, 1 px wide
+                        marker=dict(color=colour, size=size, symbol=symbol, opacity=0.75,
+                                    line=dict(width=1, color=colour) if symbol.endswith("-open") else dict(width=0),
                                     **marker), **_hover(df, with_class, with_ap))
 
 

@@ -249,6 +249,15 @@ def test_the_figure_draws_every_point_once_where_it_was_projected(colour, n_clas
         assert sorted(t.name for t in fig.data) == ["test", "train"]
 
 
+def test_every_class_has_a_visible_marker():
+    """Past the palette's 8 colours the classes get open markers, which are only an outline."""
+    fig = embedding_map_figure(_points(12), "class")
+    for t in fig.data:
+        if t.marker.symbol.endswith("-open"):
+            assert t.marker.line.width >= 1 and t.marker.line.color == t.marker.color, t.name
+    assert sum(t.marker.symbol.endswith("-open") for t in fig.data) == 4
+
+
 def test_a_picked_class_is_the_only_one_in_colour_and_names_are_escaped():
     pts = _points(30).assign(label=lambda d: d["label"].map(lambda c: f"<b>{c}</b>"))
     fig = embedding_map_figure(pts, "class", classes=["<b>4</b>"])

@@ -4,7 +4,7 @@ never an internal error.
 
 ``pip install embedding-retrieval-eval`` alone evaluates, checks and writes reports' tables;
 figure export needs the ``export`` extra (kaleido, which drives Chromium), a Dask cluster the
-``scale`` extra."""
+``scale`` extra, a UMAP embedding map the ``map`` extra (umap-learn)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ EXTRAS = {
     "scale": ("Dask clusters (--workers, --scheduler)", ("distributed",),
               "or leave out --workers / --scheduler (the same results in this process)"),
     "dashboard": ("the browser dashboard", ("streamlit", "kaleido"), ""),
+    "map": ("UMAP embedding maps (the dashboard's Embedding map page)", ("umap",), "or use the PCA map"),
     "bench": ("exact top-k search with faiss (analysis_core.engine.topk.top_k)", ("faiss",),
               "or use query_neighbours, which needs no index"),
 }

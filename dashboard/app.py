@@ -127,6 +127,7 @@ def main() -> None:
         st.Page("views/histograms.py", title="Similarity histograms", icon=":material/bar_chart:"),
         st.Page("views/class_count.py", title="Class count & group size", icon=":material/tune:"),
         st.Page("views/ties.py", title="Ties", icon=":material/link:"),
+        st.Page("views/embedding_map.py", title="Embedding map", icon=":material/scatter_plot:"),
     ]
     if ds is not None and ds.has_confidence:
         pages.append(st.Page("views/confidence.py", title="Confidence", icon=":material/target:"))

@@ -755,3 +755,19 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
 def checkpoints(token: Token, ev: Evaluation, unit: str = "class") -> CheckpointAnalysis:
     return STORE.result(token.derived("checkpoints", unit), lambda p: checkpoint_analysis(
         {token.split or "all": ev}, token.alpha, unit=unit), group=token.data, label="Comparing checkpoints")
+
+
+def projection(token: Token, ds: Dataset, method: str, kind: str, rows: np.ndarray | None = None, seed: int = 0):
+    """The Embedding map's :func:`~analysis_core.stats.projection.project` of one method's items
+    ``rows`` of ``ds`` (the sidebar split's; None: every item), kept by data, similarity, split,
+    method, projection kind and seed — not by the cutoffs, α or precision, which do not move it."""
+    from analysis_core.stats.projection import project
+
+    def run(progress: _Progress):
+        X, codes = ds.embeddings[method], ds.label_codes
+        return project(X if rows is None else X[rows], codes if rows is None else codes[rows], kind,
+                       similarity=token.similarity, seed=seed)
+
+    return STORE.result(f"projection/{token.data}/{token.similarity}/{token.split}/{method}/{kind}/{seed}", run,
+                        group=token.data, label="Computing the map" + (" (UMAP: a minute or more)" if kind == "umap"
+                                                                       else ""))

@@ -56,17 +56,20 @@ def _no_chromium() -> bool:
     return True
 
 
-def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None, split_in_title: bool = False) -> None:
+def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None, split_in_title: bool = False,
+           select: bool = False):
     """Show ``fig`` and offer it as PDF / SVG / PNG (rendered on click, at the sidebar's paper
     size) and the data behind it as CSV. With a split chosen in the sidebar, its name is in the
     title (``split_in_title``: the figure's own title names it already) and in every exported
-    file name."""
+    file name. With ``select``, a box or lasso selection (or a click) on the chart reruns the page
+    and the chart's selection event is returned (else None)."""
     split = st.session_state.get(state.SPLIT) or ""
     if split:
         if not split_in_title:
             fig = go.Figure(fig).update_layout(title_text=f"{fig.layout.title.text or ''} [split: {plot_text(split)}]")
         name = f"{name}__{split}"
-    st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
+    event = st.plotly_chart(fig, width="stretch", key=f"chart-{name}",
+                            **({"on_select": "rerun", "selection_mode": ("points", "box", "lasso")} if select else {}))
     missing = _no_chromium()
     cols = st.columns(len(FORMATS) + 1, gap="small")
     style = export_style()
@@ -79,6 +82,7 @@ def figure(fig: go.Figure, name: str, data: pd.DataFrame | None = None, split_in
         cols[-1].download_button("CSV data", data=csv_text(data).encode(),
                                  file_name=f"{name}.csv", mime="text/csv", key=f"dl-{name}-csv", on_click="ignore",
                                  width="stretch")
+    return event if select else None
 
 
 def report_archive(ev: Evaluation, key: str, alpha: float) -> None:

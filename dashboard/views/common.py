@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from analysis_core import Evaluation, InputError
+from analysis_core.engine.topk import query_neighbours
 from analysis_core.errors import ComputeError
 from analysis_core.evaluation import NO_POSITIVE
 from dashboard import cache, components, state
@@ -23,11 +26,10 @@ def token(n_recall: int = 11) -> cache.Token | None:
                        design=st.session_state.get(state.DESIGN) or ())
 
 
-def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
-    """(token, evaluation) of the sidebar's dataset and settings, or None after showing why there
-    is none. Every result a page derives from the evaluation is cached under the token. With
-    ``scored``, an evaluation where no query has a positive (a split of singleton classes) is
-    None too, with that reason: every page would show blank charts and NaN."""
+def loaded_token(n_recall: int = 11) -> cache.Token | None:
+    """The sidebar's token (:func:`token`), or None after showing why there is none: the input
+    was refused, or nothing is loaded. Pages that need the data but not yet its evaluation start
+    here (the dataset is ``st.session_state[state.DATASET][1]``)."""
     err = st.session_state.get(state.ERROR)
     if err is not None:
         components.error("This input can't be used.", err)
@@ -38,6 +40,16 @@ def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Ev
     tok = token(n_recall)
     if tok is None:
         st.info("Upload one or more files in the sidebar, or pick a demo set.")
+    return tok
+
+
+def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
+    """(token, evaluation) of the sidebar's dataset and settings, or None after showing why there
+    is none. Every result a page derives from the evaluation is cached under the token. With
+    ``scored``, an evaluation where no query has a positive (a split of singleton classes) is
+    None too, with that reason: every page would show blank charts and NaN."""
+    tok = loaded_token(n_recall)
+    if tok is None:
         return None
     try:
         ev = cache.evaluation(tok, st.session_state[state.DATASET][1], compute())
@@ -131,3 +143,23 @@ def first_methods(ev: Evaluation) -> list[str]:
         if len(final) >= 2:
             return final[:2]
     return ev.methods[:2]
+
+
+def neighbours(key: cache.Token, ev: Evaluation, method: str, q: int, k: int = 10) -> pd.DataFrame | None:
+    """The ``k`` nearest neighbours of input row ``q`` by ``method``'s similarity, ranked as the
+    engine ranks (within the evaluated items, against their gallery): rank, item (input row), id,
+    label, whether it shares ``q``'s class, score. None when ``q`` is not among the evaluated
+    items (another split's). One row of scores against the kept prepared vectors, no index."""
+    ds = ev.dataset
+    rows = ev.rows  # the evaluated items' input rows (a split's), ascending
+    at = int(np.searchsorted(rows, q))
+    if at >= rows.size or rows[at] != q:
+        return None
+    sub = ev.items
+    xf, sq = cache.vectors(key, sub, method)
+    gallery = None if sub.role is None else np.isin(sub.role, ("gallery", "both"))
+    scores, idx = query_neighbours(xf, at, k, similarity=similarity(), sq_norms=sq, candidates=gallery)
+    idx = rows[idx]
+    ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
+    return pd.DataFrame({"rank": np.arange(1, idx.size + 1), "item": idx, "id": ids[idx], "label": ds.labels[idx],
+                         "same class": ds.labels[idx] == ds.labels[q], "score": scores})

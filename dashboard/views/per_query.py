@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
-from analysis_core.engine.topk import query_neighbours
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
-from dashboard import cache, components
-from dashboard.views.common import current, similarity
+from dashboard import components
+from dashboard.views.common import current, neighbours
 
 
 @st.fragment
@@ -28,19 +26,11 @@ def drill_down(key, ev) -> None:
     st.subheader("Drill-down: a query's nearest neighbours")
     first = int(worst["query"].iloc[0]) if not worst.empty else int(ev.rows[0])
     q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first)
-    rows = ev.rows  # the evaluated items' input rows (a split's), ascending
-    at = int(np.searchsorted(rows, q))
-    if at >= rows.size or rows[at] != q:
+    nn = neighbours(key, ev, m, q)
+    if nn is None:
         st.info(f"Row {q} is not among the evaluated items (split '{ev.split}'): pick one of them.")
         return
-    sub = ev.items
-    xf, sq = cache.vectors(key, sub, m)  # ranked as the engine ranks: within the split, against its gallery
-    gallery = None if sub.role is None else np.isin(sub.role, ("gallery", "both"))
-    scores, idx = query_neighbours(xf, at, 10, similarity=similarity(), sq_norms=sq, candidates=gallery)
-    idx = rows[idx]
     ids = ds.ids if ds.ids is not None else np.arange(ds.n_items).astype(str)
-    nn = pd.DataFrame({"rank": np.arange(1, idx.size + 1), "item": idx, "id": ids[idx], "label": ds.labels[idx],
-                       "same class": ds.labels[idx] == ds.labels[q], "score": scores})
     match = pq[pq["query"] == q]
     if match.empty:
         about = "not evaluated (not a query of this evaluation, e.g. outside the query sample)"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
 PAGES = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
          "views/histograms.py", "views/class_count.py", "views/ties.py", "views/confidence.py",
-         "views/generalization.py"]
+         "views/generalization.py", "views/embedding_map.py"]
 
 
 def _open(demo: str, page: str | None = None) -> AppTest:

@@ -15,7 +15,7 @@ from dashboard import cache, state
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
 COMMON = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
-          "views/histograms.py", "views/class_count.py", "views/ties.py"]
+          "views/histograms.py", "views/class_count.py", "views/ties.py", "views/embedding_map.py"]
 
 
 def _npz(**arrays) -> bytes:

@@ -25,7 +25,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]
 PAGES = ["Overview", "Per query & class", "PR bands", "Statistics", "Similarity histograms",
-         "Class count & group size", "Ties", "Confidence", "Generalization"]
+         "Class count & group size", "Ties", "Embedding map", "Confidence", "Generalization"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 playwright = pytest.importorskip("playwright.sync_api")

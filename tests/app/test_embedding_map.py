@@ -21,6 +21,11 @@ APP = str(ROOT / "dashboard" / "app.py")
 PAGE = "views/embedding_map.py"
 
 
+
+def _page_tables(at):
+    """The page's tables (the sidebar's design editor is a data frame too)."""
+    return [d for d in at.dataframe if d.key != "design_editor"]
+
 def _open(demo: str = "digits", split: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=600).run()
     if demo != "digits":
@@ -86,17 +91,17 @@ def test_ap_colouring_shows_each_querys_ap_from_the_core_and_a_picked_class_fill
     rows = _arr(scored["customdata"])[:, 0].astype(int).tolist()
     np.testing.assert_allclose(_arr(scored["marker"]["color"]), pq.loc[rows, "ap"], atol=1e-12)
     assert scored["marker"]["colorscale"] and len(rows) == int((pq["n_positives"] > 0).sum())
-    assert not at.dataframe  # nothing selected: no table yet
+    assert not _page_tables(at)  # nothing selected: no table yet
 
     at.selectbox(key="map-class").set_value(3).run()
     assert not at.exception
-    table = at.dataframe[0].value
+    table = _page_tables(at)[0].value
     want = pq[pq["label"] == 3]
     assert table["row"].tolist() == sorted(want.index)
     np.testing.assert_allclose(table["ap"], want.loc[table["row"], "ap"], atol=1e-12)
     np.testing.assert_allclose(table["precision_at_1"], want.loc[table["row"], "precision_at_1"], atol=1e-12)
     # the neighbours of the first item of the class: a brute-force ranking by cosine
-    nn = at.dataframe[1].value
+    nn = _page_tables(at)[1].value
     ds = ev.dataset
     X = normalize(ds.embeddings[method].astype(np.float64))
     q = int(table["row"].iloc[0])

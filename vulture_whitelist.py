@@ -17,7 +17,7 @@ from analysis_core.stats.mixed_model import mixed_model
 from analysis_core.stats.paired_tests import paired_tests
 from analysis_core.stats.permutation import sign_flip_p_values
 from analysis_core.stats.run_mixed_model import RunMixedModelResult
-from dashboard.cache import Store
+from dashboard.jobs import Store
 
 analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported public names
 analysis_core.__dir__  # PEP 562: dir(analysis_core) lists the lazy names too

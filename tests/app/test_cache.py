@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis_core import InputError, evaluate, load_files
 from analysis_core.stats.bands import pr_bands
-from dashboard import cache
+from dashboard import cache, jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 2**20
@@ -63,12 +63,12 @@ def test_nbytes_counts_arrays_once_and_not_the_dataset_inside_an_evaluation():
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
     ev = evaluate(ds, methods=["pca16"])
     arrays = sum(e.nbytes for e in ds.embeddings.values())
-    assert cache.nbytes(ds) >= arrays
+    assert jobs.nbytes(ds) >= arrays
     a = np.ones(1000)
-    assert cache.nbytes([a, a, (a,)]) < 2 * a.nbytes
+    assert jobs.nbytes([a, a, (a,)]) < 2 * a.nbytes
     r = ev.results["pca16"]
     kept = r.cutoff_blocks.nbytes  # the tie blocks kept for new cutoffs: more than 16-d vectors take
-    assert r.values.nbytes + r.pr_curves.nbytes + kept <= cache.nbytes(ev) < cache.nbytes(ds) + kept
+    assert r.values.nbytes + r.pr_curves.nbytes + kept <= jobs.nbytes(ev) < jobs.nbytes(ds) + kept
 
 
 def _npz(**arrays) -> bytes:
@@ -250,7 +250,7 @@ def test_a_request_reaching_a_guess_that_already_gave_up_computes_it():
     fn = _reporting_until(gate, "value")
     fut, progress = s._start("k", fn, "g", set(), pool=s._guesses)
     progress.superseded = True  # replaced by a newer guess; it stops at its next report
-    assert fut.result(timeout=10) is cache._GAVE_UP and "k" not in s
+    assert fut.result(timeout=10) is jobs._GAVE_UP and "k" not in s
     gate.set()
     assert s.result("k", fn, group="g", label="x") == "value"
 
@@ -274,7 +274,7 @@ def test_a_prefetch_runs_at_the_lowest_priority_with_the_threads_it_starts_and_a
     s.prefetch("guess", nice_here_and_in_a_started_thread, group="g")
     while s._running:
         time.sleep(0.01)
-    assert s.result("guess", lambda p: None, group="g", label="x") == (cache.LOWEST_PRIORITY,) * 2
+    assert s.result("guess", lambda p: None, group="g", label="x") == (jobs.LOWEST_PRIORITY,) * 2
     assert s.result("asked", nice_here_and_in_a_started_thread, group="g", label="x") == (base, base)
     assert nice() == base  # the server's own thread is untouched
 
@@ -288,10 +288,10 @@ def test_a_request_joining_a_running_guess_raises_its_threads_to_the_servers_pri
         return os.getpriority(os.PRIO_PROCESS, tid or threading.get_native_id())
 
     base = nice()
-    probe = threading.Thread(target=lambda: (cache.lower_priority(), time.sleep(0.2)))
+    probe = threading.Thread(target=lambda: (jobs.lower_priority(), time.sleep(0.2)))
     probe.start()
     time.sleep(0.05)
-    permitted = cache.restore_priority() >= 1 and nice(probe.native_id) == base
+    permitted = jobs.restore_priority() >= 1 and nice(probe.native_id) == base
     probe.join()
     if not permitted:
         pytest.skip("raising a thread's priority is not permitted here")
@@ -310,7 +310,7 @@ def test_a_request_joining_a_running_guess_raises_its_threads_to_the_servers_pri
     s = cache.Store(budget=10 * MB, max_entries=10)
     s.prefetch("guess", guess, group="g")
     assert started.wait(20)
-    assert [nice(t) for t in tids] == [cache.LOWEST_PRIORITY] * 2
+    assert [nice(t) for t in tids] == [jobs.LOWEST_PRIORITY] * 2
     waiter = threading.Thread(target=lambda: s.result("guess", guess, group="g", label="x"))
     waiter.start()
     deadline = time.time() + 10
@@ -328,7 +328,7 @@ def test_a_request_joining_a_running_guess_raises_its_threads_to_the_servers_pri
     s.prefetch("next", own_nice, group="g")
     while s._running:
         time.sleep(0.01)
-    assert s.result("next", own_nice, group="g", label="x") == cache.LOWEST_PRIORITY
+    assert s.result("next", own_nice, group="g", label="x") == jobs.LOWEST_PRIORITY
 
 
 def test_results_start_every_missing_computation_before_waiting_and_return_stored_ones():

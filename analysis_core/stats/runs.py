@@ -46,7 +46,7 @@ from ..design import Design
 from ..errors import InputError
 from ..metrics.registry import get_key, summary_metrics
 from .multiplicity import holm
-from .quantiles import t_quantile
+from .quantiles import t_half_width
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
@@ -220,9 +220,8 @@ def _t_interval(v: np.ndarray, alpha: float) -> tuple[float, float, float, float
     mean = math.fsum(v.tolist()) / n if n else math.nan
     if n < 2:
         return mean, math.nan, math.nan, math.nan
-    sd = float(np.std(v, ddof=1))
-    half = t_quantile(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
-    return mean, sd, max(0.0, mean - half), min(1.0, mean + half)
+    half = t_half_width(v, alpha)
+    return mean, float(np.std(v, ddof=1)), max(0.0, mean - half), min(1.0, mean + half)
 
 
 def _summary(vals: pd.DataFrame, alpha: float) -> pd.DataFrame:

@@ -120,24 +120,29 @@ def map_sample(codes: np.ndarray, budget: int, seed: int = 0) -> np.ndarray:
     return np.sort(np.concatenate(chosen))
 
 
-def map_vectors(X: np.ndarray, similarity: str) -> np.ndarray:
-    """The vectors the map places: rows L2-normalised under ``cosine`` (norms in float64, by
-    blocks of rows: no float64 copy of the whole array; zero rows refused), ``X`` itself under
-    ``dot`` and ``euclidean``."""
+def map_vectors(X: np.ndarray, similarity: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """The vectors the map places, of the rows ``rows`` of ``X`` (every row when None): under
+    ``cosine`` L2-normalised (each norm summed in float64, then each row divided by it in the
+    array's own dtype, by blocks of rows: no float64 copy of the whole array, and the division
+    writes in place into the gathered rows; zero rows refused), under ``dot`` and ``euclidean``
+    the raw vectors."""
     if similarity not in ("cosine", "dot", "euclidean"):
         raise InputError("embedding map", f"unknown similarity '{similarity}'.", "use cosine, dot or euclidean.")
     X = np.asarray(X)
     if similarity != "cosine":
-        return X
-    out = np.empty(X.shape, np.float64 if X.dtype == np.float64 else np.float32)
-    for a in range(0, X.shape[0], _BLOCK):
-        B = X[a:a + _BLOCK].astype(np.float64)
-        norms = np.sqrt(np.einsum("ij,ij->i", B, B))
+        return X if rows is None else X[rows]
+    dtype = np.float64 if X.dtype == np.float64 else np.float32
+    # one copy of the mapped rows, normalised in place
+    out = X.astype(dtype, copy=True) if rows is None else X[rows].astype(dtype, copy=False)
+    for a in range(0, out.shape[0], _BLOCK):
+        B = out[a:a + _BLOCK]
+        norms = np.sqrt(np.square(B, dtype=np.float64).sum(axis=1))
         if not (norms > 0).all():
-            bad = (a + np.flatnonzero(~(norms > 0))[:5]).tolist()
+            bad = np.flatnonzero(~(norms > 0))[:5] + a
+            bad = (bad if rows is None else np.asarray(rows)[bad]).tolist()
             raise InputError("embedding map", f"rows {bad} are zero vectors, which have no direction under cosine.",
                              "drop them, or use the dot or euclidean similarity.")
-        out[a:a + _BLOCK] = B / norms[:, None]
+        B /= norms.astype(dtype)[:, None]
     return out
 
 
@@ -269,7 +274,7 @@ def project(X: np.ndarray, codes: np.ndarray, kind: str = "pca", *, similarity: 
     if budget is None:
         budget = PCA_BUDGET if kind == "pca" else UMAP_BUDGET
     rows = map_sample(codes, budget, seed)
-    V = map_vectors(X[rows] if rows.size < X.shape[0] else X, similarity)
+    V = map_vectors(X, similarity, rows if rows.size < X.shape[0] else None)
     if kind == "pca":
         coords, ratio, _ = pca_2d(V, seed=seed)
         return Projection(coords, rows, kind, X.shape[0], seed, ratio)

@@ -21,6 +21,7 @@ from analysis_core.stats.projection import (
     PCA_BUDGET,
     map_frame,
     map_sample,
+    map_vectors,
     pca_2d,
     project,
     selection_table,
@@ -286,3 +287,26 @@ def test_the_map_exports_at_the_single_column_width(tmp_path):
     out = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True).stdout
     width = float(next(line for line in out.splitlines() if line.startswith("Page size:")).split()[2])
     assert width == pytest.approx(72 * style.width_in, abs=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 6), st.sampled_from([np.float32, np.float64]), st.integers(0, 2**32 - 1))
+def test_map_vectors_of_a_sample_are_the_sampled_rows_unit_normalised(n, d, dtype, seed):
+    """Cosine map vectors of rows ``rows`` = scikit-learn's ``normalize`` of ``X[rows]`` (to the
+    dtype's rounding: each row divided by its float64 norm rounded to the dtype), in the input's
+    float dtype; dot and euclidean give the raw rows."""
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((n, d)) * rng.uniform(0.01, 100, (n, 1))).astype(dtype)
+    rows = np.sort(rng.choice(n, rng.integers(1, n + 1), replace=False))
+    V = map_vectors(X, "cosine", rows)
+    assert V.dtype == dtype and V.shape == (rows.size, d)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(V, normalize(X[rows].astype(np.float64)), rtol=4 * eps, atol=4 * eps)
+    np.testing.assert_array_equal(map_vectors(X, "dot", rows), X[rows])
+
+
+def test_a_zero_row_of_a_sample_is_named_by_its_input_row():
+    X = np.ones((6, 3))
+    X[4] = 0
+    with pytest.raises(InputError, match=r"rows \[4\] are zero vectors"):
+        map_vectors(X, "cosine", np.array([1, 4, 5]))

@@ -321,7 +321,8 @@ def _runs(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, seed: in
     if len(ra.curves):
         rep.tables["checkpoint_runs"] = ra.curves
         rep.captions["checkpoint_runs"] = (f"Every summary metric per family and checkpoint: mean over runs with a "
-                                           f"{100 * (1 - alpha):g}% t band over runs.")
+                                           f"{100 * (1 - alpha):g}% t band over runs (unit: run; it generalises to new "
+                                           "trainings of the family evaluated on these test items).")
         for sp in dict.fromkeys(ra.curves["split"]):
             rep.figures[f"checkpoint_runs__{sp}"] = run_curves_figure(ra.curves, sp)
     for sp in dict.fromkeys(ra.summary["split"]):

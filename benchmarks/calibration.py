@@ -25,7 +25,11 @@ N(0, 0.9^2 I); each method adds its own noise to that base set):
   item noise). Outputs: the default family comparison (run unit: exact permutation of run
   means), the Welch t beside it, and — for contrast — the tests between the first run of each
   family at the query and class units (they answer "these two trained models", not "these two
-  procedures"). Effect: family b's item noise 0.35 instead of 0.5.
+  procedures"). Effect: family b's item noise 0.35 instead of 0.5. Coverage, under the null: the
+  Welch interval of the difference (truth 0) and the probability-of-improvement interval (truth
+  1/2: one procedure twice), and each family's t interval over runs (the run summary; the
+  checkpoint curves' bands are the same interval at each step) against the procedure's expected
+  value on these test items, the mean of 100 further runs on the same items.
 
 The power row ("effect") gives method b noise of scale 0.9 instead of 0.6 (mAP lower by about
 0.05-0.1, depending on the scenario).
@@ -64,30 +68,52 @@ def _base(rng, sizes):
 
 
 RUN_DISTORTION, RUN_NOISE, RUN_EFFECT_NOISE = 0.25, 0.5, 0.35
+TRUTH_RUNS = 100  # further runs per replicate whose mean is the expected value the run interval is about
 
 
-def make_runs(n_runs: int, seed: int, effect: bool = False) -> dict:
-    """One replicate of a runs scenario: families a and b with ``n_runs`` runs each."""
+def _train(rng, base, noise: float) -> np.ndarray:
+    """One training run's vectors of the base items: a seeded distortion of the space and item noise."""
+    m = np.eye(DIM) + RUN_DISTORTION * rng.normal(0, 1, (DIM, DIM)) / np.sqrt(DIM)
+    return (base @ m + rng.normal(0, noise, base.shape)).astype(np.float32)
+
+
+def make_runs(n_runs: int, seed: int, effect: bool = False, truth_runs: int = 0) -> dict:
+    """One replicate of a runs scenario: families a and b with ``n_runs`` runs each; with
+    ``truth_runs``, as many further runs of family a's procedure on the same items (``truth``),
+    whose mean estimates what the run-unit interval is about: the procedure's expected value on
+    these test items (the runs vary, the items do not)."""
     rng = np.random.default_rng(seed)
     y, base = _base(rng, [8] * 8)
     X = {}
     for fam in ("a", "b"):
         noise = RUN_EFFECT_NOISE if effect and fam == "b" else RUN_NOISE
         for r in range(n_runs):
-            m = np.eye(DIM) + RUN_DISTORTION * rng.normal(0, 1, (DIM, DIM)) / np.sqrt(DIM)
-            X[f"{fam}_seed{r}"] = (base @ m + rng.normal(0, noise, base.shape)).astype(np.float32)
-    return {"X": X, "y": y, "kw": {}}
+            X[f"{fam}_seed{r}"] = _train(rng, base, noise)
+    extra = {f"t{r}": _train(rng, base, RUN_NOISE) for r in range(truth_runs)}
+    return {"X": X, "y": y, "kw": {}, "truth": extra}
 
 
 def replicate_runs(n_runs: int, seed: int, alpha: float, effect: bool) -> dict:
     """The run-level comparison of families a and b, and the per-model tests of their first runs."""
-    d = make_runs(n_runs, seed, effect)
+    d = make_runs(n_runs, seed, effect, 0 if effect else TRUTH_RUNS)
     ev = ac.evaluate(d["X"], d["y"])
-    tests = ev.family_tests(alpha, seed=seed)
+    fam = ev.families(alpha, seed=seed)
+    tests = fam.tests
     out: dict = {}
     for r in tests[tests["metric"].isin(METRICS)].itertuples():
         out[("reject", r.metric, "run")] = bool(r.p_value < alpha)
         out[("reject", f"{r.metric} Welch t (not the default)", "run")] = bool(r.p_welch < alpha)
+        if not effect:  # the same procedure twice: the difference is 0, the probability of improvement 1/2
+            out[("covers", f"{r.metric} difference interval (Welch)", "run")] = bool(r.ci_low <= 0 <= r.ci_high)
+            out[("covers", f"{r.metric} probability of improvement interval", "run")] = bool(
+                r.pi_low <= 0.5 <= r.pi_high)
+            out[("covers", f"{r.metric} probability of improvement bootstrap interval (not the default)", "run")] = \
+                bool(r.pi_boot_low <= 0.5 <= r.pi_boot_high)
+    if d["truth"]:  # each family's interval over runs against the procedure's expected value on these items
+        truth = ac.evaluate(d["truth"], d["y"]).summary_frame().mean(numeric_only=True)
+        for r in fam.summary[fam.summary["metric"].isin(METRICS)].itertuples():
+            out[("covers", f"{r.metric} mean interval (each family)", "run")] = bool(
+                r.ci_low <= truth[r.metric] <= r.ci_high)
     two = ac.evaluate({k: d["X"][k] for k in ("a_seed0", "b_seed0")}, d["y"])
     for metric, part in metric_paired_tests(metric_frame(two, metrics=list(METRICS)), alpha).groupby("metric"):
         out[("reject", f"{metric} first runs (these models)", "query")] = bool(part["reject"].any())
@@ -194,7 +220,7 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
     else:
         null = [replicate(scenario, s, alpha, False) for s in range(replicates)]
         power = [replicate(scenario, 10**6 + s, alpha, True) for s in range(replicates)]
-    keys = sorted({k for r in null for k in r if k[0] in ("reject", "gap covers 0")})
+    keys = sorted({k for r in null for k in r if k[0] in ("reject", "gap covers 0", "covers")})
     for key in keys:
         hits = [r[key] for r in null if key in r]
         k, n = int(np.sum(hits)), len(hits)
@@ -203,7 +229,7 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
         pw = [r[key] for r in power if key in r]
         rows.append(dict(scenario=scenario, output=(key[1] if key[1].startswith(("two-way", "mixed")) or
                                                     "(" in key[1] else f"{key[1]} comparison")
-                         if key[0] == "reject" else
+                         if key[0] == "reject" else key[1] if key[0] == "covers" else
                          f"{key[1]} gap interval", unit=key[2], measure=kind, rate=k / n, ci_low=lo, ci_high=hi,
                          n=n, power=float(np.mean(pw)) if pw and key[0] == "reject" else np.nan))
     if scenario != "splits" and not scenario.startswith("runs_"):

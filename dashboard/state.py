@@ -32,3 +32,20 @@ SPLIT = "split"                 # "" = every item in one gallery, else one split
 DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)",
              "training": "Demo: a training run (zero-shot digits, 10 checkpoints)",
              "digits_runs": "Demo: 3 losses x 3 seeds (zero-shot digits, checkpoints)"}
+
+# The link to a view (dashboard/url_state.py). Widgets bound to the URL (bind="query-params") take
+# their key as the query parameter's name: the sidebar's similarity, precision, ks, alpha, unit and
+# these page pickers.
+PAGE_PICKERS = {
+    "views/pr_bands.py": ("bands_methods", "bands_classes", "np"),
+    "views/statistics.py": ("stats_methods", "stats_classes"),
+    "views/per_query.py": ("pq_methods", "pq-method", "query"),
+    "views/class_count.py": ("cc_method", "cc-classes", "cc-group", "cc-repeats"),
+    "views/embedding_map.py": ("map-method",),
+}
+SERVER_FILES = "server_files"   # the data directory's files picked (DASHBOARD_DATA_DIR)
+KEPT_UPLOAD = "_kept_upload"    # (token or None, from this session's uploader?, digest) of the upload kept for a reload
+URL_START = "_url_start"        # the query parameters the session was opened with
+URL_SPLIT = "_url_split"        # the link's split, until a dataset with splits is loaded
+URL_NOTES = "_url_notes"        # [(warning?, text)]: what the link asked for that could not be shown, and why
+URL_CHECKED = "_url_checked"    # the data source when the link's settings were checked (its notes show while it is)

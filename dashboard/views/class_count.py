@@ -20,7 +20,7 @@ def class_sweep(key, ds, method: str, exact: bool) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats
     reruns this section only."""
     n_all = ds.n_classes
-    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
+    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats", bind="query-params")
     sweep_s = sweep_size(n_all)
     sw = cache.sweep(key, ds, method, sweep_s, repeats, exact)
     sampled = sw["n_queries"] < sw["of_queries"]
@@ -42,12 +42,12 @@ if got is not None:
     key, ev = got
     ds = ev.items  # the chosen split's items: classes are sampled within it
     n_all = ds.n_classes
-    method = st.selectbox("Method", ev.methods)
+    method = st.selectbox("Method", ev.methods, key="cc_method", bind="query-params")
     c1, c2, c3 = st.columns(3)
     n_classes = components.int_slider("Number of classes C", 2, n_all, n_all, where=c1, key="cc-classes",
-                                      help="evaluate C classes drawn at random (seeded)")
+                                      bind="query-params", help="evaluate C classes drawn at random (seeded)")
     group_size = components.int_slider("Group size S", 2, min(n_classes, 100), 10, where=c2, key="cc-group",
-                                       help="classes per group for Grouped Recall@K")
+                                       bind="query-params", help="classes per group for Grouped Recall@K")
     seed = c3.number_input("Seed", 0, 10_000, 0)
     exact = ds.n_items > cache.EXACT_ITEMS and st.toggle(
         "Every query (exact, slower)", False, key="cc-exact",

@@ -18,14 +18,14 @@ def drill_down(key, ev) -> None:
     prepared vectors are kept), not a search index."""
     ds = ev.dataset
     st.subheader("Worst queries")
-    m = st.selectbox("Method", ev.methods, key="pq-method")
+    m = st.selectbox("Method", ev.methods, key="pq-method", bind="query-params")
     pq = ev.per_query(m)
     worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
     components.table(worst, f"worst_queries_{m}", height=300)  # common.current: some query has a positive
 
     st.subheader("Drill-down: a query's nearest neighbours")
     first = int(worst["query"].iloc[0]) if not worst.empty else int(ev.rows[0])
-    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first)
+    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first, key="query", bind="query-params")
     nn = neighbours(key, ev, m, q)
     if nn is None:
         st.info(f"Row {q} is not among the evaluated items (split '{ev.split}'): pick one of them.")
@@ -50,7 +50,7 @@ st.title("Per query & per class")
 got = current()
 if got is not None:
     key, ev = got
-    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
+    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2], key="pq_methods", bind="query-params")
     ap = ap_frame(ev, methods or ev.methods)
     n_labels = ap["label"].nunique()
     n_cls = components.int_slider("Classes shown (lowest mean AP first)", min(5, n_labels), min(100, n_labels), 30)

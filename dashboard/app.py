@@ -146,7 +146,9 @@ def main() -> None:
         pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
     if ds is not None and len(ds.methods) > 1:
         pages.append(st.Page("views/training.py", title="Training", icon=":material/timeline:"))
-    st.navigation(pages).run()
+    page = st.navigation(pages)
+    url_state.leave_other_pages(page.url_path)
+    page.run()
     url_state.finish(notices, link)
 
 

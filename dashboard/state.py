@@ -33,16 +33,16 @@ DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "
              "training": "Demo: a training run (zero-shot digits, 10 checkpoints)",
              "digits_runs": "Demo: 3 losses x 3 seeds (zero-shot digits, checkpoints)"}
 
-# The link to a view (dashboard/url_state.py). Widgets bound to the URL (bind="query-params") take
-# their key as the query parameter's name: the sidebar's similarity, precision, ks, alpha, unit and
-# these page pickers.
+# The link to a view (dashboard/url_state.py): the keys of the page pickers kept in the URL, by the
+# page's URL path; the key is the query parameter's name.
 PAGE_PICKERS = {
-    "views/pr_bands.py": ("bands_methods", "bands_classes", "np"),
-    "views/statistics.py": ("stats_methods", "stats_classes"),
-    "views/per_query.py": ("pq_methods", "pq-method", "query"),
-    "views/class_count.py": ("cc_method", "cc-classes", "cc-group", "cc-repeats"),
-    "views/embedding_map.py": ("map-method",),
+    "pr_bands": ("bands_methods", "bands_classes", "np"),
+    "statistics": ("stats_methods", "stats_classes"),
+    "per_query": ("pq_methods", "pq-method"),
+    "class_count": ("cc_method", "cc-classes", "cc-group"),
+    "embedding_map": ("map-method",),
 }
+FRAGMENT_PICKERS = ("bands_methods", "bands_classes", "pq-method")  # inside a fragment: url_state.picker
 SERVER_FILES = "server_files"   # the data directory's files picked (DASHBOARD_DATA_DIR)
 KEPT_UPLOAD = "_kept_upload"    # (token or None, from this session's uploader?, digest) of the upload kept for a reload
 URL_START = "_url_start"        # the query parameters the session was opened with

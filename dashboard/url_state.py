@@ -2,9 +2,12 @@
 
 * **Page.** Each page has its own path (``st.navigation``).
 * **Settings and pickers.** The sidebar's similarity, precision, cutoffs ``ks``, ``alpha`` and
-  ``unit``, and the page pickers of :data:`dashboard.state.PAGE_PICKERS`, are Streamlit widgets
-  bound to the URL (``bind="query-params"``: the widget's key is the parameter's name; a value
-  equal to the widget's default is left out; a page's parameters leave the URL with the page).
+  ``unit``, and the page pickers of :data:`dashboard.state.PAGE_PICKERS`, are in the URL under
+  their widget's key; a value equal to the widget's default is left out, and a page's pickers
+  leave the URL with the page. Most are Streamlit widgets bound to the URL
+  (``bind="query-params"``); a picker inside a fragment is written by :func:`picker` instead,
+  because Streamlit 1.67's binding stops writing a fragment's widget to the URL once the page
+  around it has rerun (seen in Chromium).
 * **Data and split** are set here, by name: ``data=<demo set>`` (left out for the first demo set),
   ``upload=<token>`` (an upload kept in this server's memory, :mod:`dashboard.kept`),
   ``files=a.npz,b.npz`` (files of the server's data directory, :mod:`dashboard.server_files`) and
@@ -29,7 +32,7 @@ from dashboard import components, kept, server_files, state
 DATA, UPLOAD, FILES, SPLIT = "data", "upload", "files", "split"
 MANUAL = (DATA, UPLOAD, FILES, SPLIT)  # set by this module, not by a bound widget
 SIDEBAR_BOUND = (state.SIMILARITY, state.PRECISION, state.KS, state.ALPHA, state.UNIT)
-BOUND = frozenset(SIDEBAR_BOUND).union(*state.PAGE_PICKERS.values())
+PICKERS = frozenset(SIDEBAR_BOUND).union(*state.PAGE_PICKERS.values())  # every setting in the URL
 STREAMLIT_OWN = ("embed", "embed_options")  # parameters Streamlit itself reads
 SERVER = "server"  # the data source "files of the server's data directory"
 SHOWN_NAMES = 5  # names listed in a note at most
@@ -180,6 +183,52 @@ def keep_upload(ups: list, digest: str) -> None:
     ss[state.KEPT_UPLOAD] = (token, True, digest) if token else (None, True, digest)
 
 
+# --------------------------------------------------------------------------- pickers in fragments
+
+
+def picker(widget: Callable, label: str, options, *, key: str, default, **kwargs):
+    """``widget`` (``st.multiselect``: ``default`` a list; ``st.selectbox``: ``default`` an
+    option) with its value in the URL under ``key``: taken from the link on the session's first
+    run when it is among ``options`` (by its text), written back when it changes, left out when
+    it is ``default``. For pickers inside a fragment (see the module's docstring)."""
+    ss = st.session_state
+    multi = widget is st.multiselect
+    by_text = {str(o): o for o in options}
+    start = ss.get(state.URL_START, {})
+    if key in start and state.URL_CHECKED not in ss:  # the link's value, before the widget exists
+        raw = [v for v in start[key] if v != ""]
+        chosen = list(dict.fromkeys(by_text[v] for v in raw if v in by_text))[:kwargs.get("max_selections") or None]
+        if multi and (chosen or not raw):
+            ss[key] = chosen
+        elif chosen:
+            ss[key] = chosen[-1]
+    # the value always comes from the session state (a widget given a default as well would warn),
+    # kept among the options when they change (another data set, another split)
+    if multi:
+        among = [v for v in ss.get(key, default) if str(v) in by_text]
+        if key not in ss or among != list(ss[key]):
+            ss[key] = among
+    elif key not in ss or str(ss[key]) not in by_text:
+        ss[key] = default
+    value = widget(label, options, key=key, **kwargs)
+    now, usual = (_strings(value), _strings(default)) if multi else ([str(value)], [str(default)])
+    if now == usual:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get_all(key) != (now or [""]):
+        st.query_params[key] = now or [""]  # "key=": nothing chosen
+    return value
+
+
+def leave_other_pages(path: str) -> None:
+    """Before the page ``path`` runs: the pickers of other pages that :func:`picker` wrote leave
+    the URL (Streamlit's own binding does this for bound widgets)."""
+    mine = set(state.PAGE_PICKERS.get(path, ()))
+    for key in state.FRAGMENT_PICKERS:
+        if key not in mine and key in st.query_params:
+            del st.query_params[key]
+
+
 # --------------------------------------------------------------------------- writing the URL
 
 
@@ -234,8 +283,9 @@ def _check_page_settings() -> None:
     for key, raw in ss.get(state.URL_START, {}).items():
         if key in MANUAL or key.lower() in STREAMLIT_OWN:
             continue
-        if key not in BOUND or key not in ss:  # on the first run only this page's widgets are bound
-            dropped.append(f"{components.literal(key)} ({'not a setting' if key not in BOUND else 'not on this page'})")
+        if key not in PICKERS or key not in ss:  # on the first run only this page's widgets are bound
+            dropped.append(f"{components.literal(key)} "
+                           f"({'not a setting' if key not in PICKERS else 'not on this page'})")
             if key in st.query_params:
                 del st.query_params[key]
             continue

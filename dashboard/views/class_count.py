@@ -20,7 +20,7 @@ def class_sweep(key, ds, method: str, exact: bool) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats
     reruns this section only."""
     n_all = ds.n_classes
-    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats", bind="query-params")
+    repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
     sweep_s = sweep_size(n_all)
     sw = cache.sweep(key, ds, method, sweep_s, repeats, exact)
     sampled = sw["n_queries"] < sw["of_queries"]

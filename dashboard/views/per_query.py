@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
-from dashboard import components
+from dashboard import components, url_state
 from dashboard.views.common import current, neighbours
 
 
@@ -18,14 +18,14 @@ def drill_down(key, ev) -> None:
     prepared vectors are kept), not a search index."""
     ds = ev.dataset
     st.subheader("Worst queries")
-    m = st.selectbox("Method", ev.methods, key="pq-method", bind="query-params")
+    m = url_state.picker(st.selectbox, "Method", ev.methods, key="pq-method", default=ev.methods[0])
     pq = ev.per_query(m)
     worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
     components.table(worst, f"worst_queries_{m}", height=300)  # common.current: some query has a positive
 
     st.subheader("Drill-down: a query's nearest neighbours")
     first = int(worst["query"].iloc[0]) if not worst.empty else int(ev.rows[0])
-    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first, key="query", bind="query-params")
+    q = st.number_input("Query (row index in the input)", 0, ds.n_items - 1, first)
     nn = neighbours(key, ev, m, q)
     if nn is None:
         st.info(f"Row {q} is not among the evaluated items (split '{ev.split}'): pick one of them.")

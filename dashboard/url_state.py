@@ -186,6 +186,23 @@ def keep_upload(ups: list, digest: str) -> None:
 # --------------------------------------------------------------------------- pickers in fragments
 
 
+def from_link(raw: list[str], options, multi: bool, max_selections: int | None = None):
+    """The value a link's ``raw`` texts of a picker over ``options`` stand for: the options whose
+    text (``str``) they are, in their order, without repeats, at most ``max_selections`` — a
+    list (``multi``; ``[""]`` = nothing chosen) or the last of them; None when they name none."""
+    by_text = {str(o): o for o in options}
+    texts = [v for v in raw if v != ""]
+    chosen = list(dict.fromkeys(by_text[v] for v in texts if v in by_text))[:max_selections or None]
+    if multi:
+        return chosen if chosen or not texts else None
+    return chosen[-1] if chosen else None
+
+
+def to_link(value, multi: bool) -> list[str]:
+    """The texts of a picker's ``value`` in a link (:func:`from_link`'s inverse)."""
+    return (_strings(value) or [""]) if multi else [str(value)]
+
+
 def picker(widget: Callable, label: str, options, *, key: str, default, **kwargs):
     """``widget`` (``st.multiselect``: ``default`` a list; ``st.selectbox``: ``default`` an
     option) with its value in the URL under ``key``: taken from the link on the session's first
@@ -193,30 +210,27 @@ def picker(widget: Callable, label: str, options, *, key: str, default, **kwargs
     it is ``default``. For pickers inside a fragment (see the module's docstring)."""
     ss = st.session_state
     multi = widget is st.multiselect
-    by_text = {str(o): o for o in options}
     start = ss.get(state.URL_START, {})
     if key in start and state.URL_CHECKED not in ss:  # the link's value, before the widget exists
-        raw = [v for v in start[key] if v != ""]
-        chosen = list(dict.fromkeys(by_text[v] for v in raw if v in by_text))[:kwargs.get("max_selections") or None]
-        if multi and (chosen or not raw):
-            ss[key] = chosen
-        elif chosen:
-            ss[key] = chosen[-1]
+        value = from_link(start[key], options, multi, kwargs.get("max_selections"))
+        if value is not None:
+            ss[key] = value
     # the value always comes from the session state (a widget given a default as well would warn),
     # kept among the options when they change (another data set, another split)
+    texts = {str(o) for o in options}
     if multi:
-        among = [v for v in ss.get(key, default) if str(v) in by_text]
+        among = [v for v in ss.get(key, default) if str(v) in texts]
         if key not in ss or among != list(ss[key]):
             ss[key] = among
-    elif key not in ss or str(ss[key]) not in by_text:
+    elif key not in ss or str(ss[key]) not in texts:
         ss[key] = default
     value = widget(label, options, key=key, **kwargs)
-    now, usual = (_strings(value), _strings(default)) if multi else ([str(value)], [str(default)])
-    if now == usual:
+    now = to_link(value, multi)
+    if now == to_link(default, multi):
         if key in st.query_params:
             del st.query_params[key]
-    elif st.query_params.get_all(key) != (now or [""]):
-        st.query_params[key] = now or [""]  # "key=": nothing chosen
+    elif st.query_params.get_all(key) != now:
+        st.query_params[key] = now
     return value
 
 

@@ -251,6 +251,10 @@ def write_source() -> None:
     ss = st.session_state
     src = ss.get(state.SOURCE, default_source())
     held = ss.get(state.KEPT_UPLOAD)
+    if held is not None and held[1] and src != "upload":  # the uploader (and its files) left the page
+        kept.KEPT.forget(held[0])
+        del ss[state.KEPT_UPLOAD]
+        held = None
     token = held[0] if held is not None and src == "upload" else None
     picked = ss.get(state.SERVER_FILES) or []
     want = {DATA: None if src in (default_source(), SERVER) or (src == "upload" and token) else src,

@@ -149,7 +149,7 @@ def main() -> None:
     page = st.navigation(pages)
     url_state.leave_other_pages(page.url_path)
     page.run()
-    url_state.finish(notices, link)
+    url_state.finish(notices, link, page.url_path)
 
 
 try:

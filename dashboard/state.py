@@ -48,4 +48,4 @@ KEPT_UPLOAD = "_kept_upload"    # (token or None, from this session's uploader?,
 URL_START = "_url_start"        # the query parameters the session was opened with
 URL_SPLIT = "_url_split"        # the link's split, until a dataset with splits is loaded
 URL_NOTES = "_url_notes"        # [(warning?, text)]: what the link asked for that could not be shown, and why
-URL_CHECKED = "_url_checked"    # the data source when the link's settings were checked (its notes show while it is)
+URL_CHECKED = "_url_checked"    # (data source, page) the link opened: its notes show while both are shown

@@ -132,8 +132,9 @@ def server_source() -> tuple[str | None, Callable[[], Files]]:
     if base is None:
         return None, list
     names = server_files.listing(base)
-    if state.SERVER_FILES in st.session_state:  # a file removed since it was picked is not offered
-        st.session_state[state.SERVER_FILES] = [n for n in st.session_state[state.SERVER_FILES] if n in names]
+    picked = st.session_state.get(state.SERVER_FILES)
+    if picked is not None and any(n not in names for n in picked):  # a file removed since it was picked
+        st.session_state[state.SERVER_FILES] = [n for n in picked if n in names]
     picked = st.multiselect("Files on this server (several files = several methods)", names, key=state.SERVER_FILES,
                             help=f"The files of the directory {server_files.ENV} names; a link to this view opens "
                                  "them by name on this server.")
@@ -292,11 +293,13 @@ def _same(a: str, b: str) -> bool:
         return False
 
 
-def _check_page_settings() -> None:
-    """Once, after the session's first complete run: the URL's settings the widgets did not take."""
+def _check_page_settings(path: str) -> None:
+    """Once, after the session's first complete run (on page ``path``): the URL's settings the
+    widgets did not take."""
     ss = st.session_state
-    ss[state.URL_CHECKED] = ss.get(state.SOURCE, default_source())  # the notes hold while it is shown
-    ss.pop(state.URL_SPLIT, None)
+    ss[state.URL_CHECKED] = (ss.get(state.SOURCE, default_source()), path)  # the notes hold while both do
+    if split := ss.pop(state.URL_SPLIT, None):  # not taken: the data shown have no splits
+        _note(f"From the link, not used: split={components.literal(split)} (these data have no splits).")
     dropped = []
     for key, raw in ss.get(state.URL_START, {}).items():
         if key in MANUAL or key.lower() in STREAMLIT_OWN:
@@ -315,14 +318,15 @@ def _check_page_settings() -> None:
         _note("From the link, not used (not among the choices here): " + "; ".join(dropped) + ".")
 
 
-def finish(notices, slot) -> None:
-    """After the page: the link to this view in the sidebar ``slot``, and in ``notices`` (above
-    the page) what the link asked for that could not be shown — until the data source changes."""
+def finish(notices, slot, path: str) -> None:
+    """After the page ``path``: the link to this view in the sidebar ``slot``, and in ``notices``
+    (above the page) what the link asked for that could not be shown — while the page and the data
+    source are the link's."""
     ss = st.session_state
     if state.URL_CHECKED not in ss:
-        _check_page_settings()
+        _check_page_settings(path)
     notes = ss.get(state.URL_NOTES) or []
-    if notes and ss[state.URL_CHECKED] == ss.get(state.SOURCE, default_source()):
+    if notes and ss[state.URL_CHECKED] == (ss.get(state.SOURCE, default_source()), path):
         with notices.container():
             for warn, text in notes:
                 if warn:

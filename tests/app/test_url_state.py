@@ -290,6 +290,7 @@ def test_a_pages_pickers_come_from_the_link_and_leave_with_the_page():
     assert _link_query(at) == {"bands_classes": ["3", "5"], "bands_methods": ["pca16"], "np": ["21"]}
     at.switch_page("views/overview.py").run()
     assert not {"bands_classes", "bands_methods"} & set(_link_query(at))
+    assert "From the link" not in _texts(at)  # the note stays with the page the link opened
 
 
 def test_a_kept_upload_is_restored_and_an_unknown_token_falls_back_to_the_demo(tmp_path):

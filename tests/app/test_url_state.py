@@ -170,7 +170,7 @@ def test_the_budget_counts_exactly_what_is_kept_whatever_the_sequence(ops):
 
 
 def test_the_upload_budget_makes_room_by_dropping_kept_uploads_after_stored_datasets(monkeypatch):
-    monkeypatch.setattr(kept.KEPT, "ledger", uploads.Ledger(10**9))
+    monkeypatch.setattr(kept, "KEPT", kept.KeptUploads(uploads.Ledger(10**9)))  # nothing else kept
     token = kept.KEPT.keep([("a.npz", b"a" * 10)], "a")
     monkeypatch.setattr(cache.STORE, "drop_oldest_data", lambda: False)  # no stored dataset left to drop
     assert uploads.LEDGER.evict() is True and kept.KEPT.get(token) is None

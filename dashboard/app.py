@@ -11,7 +11,7 @@ import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.methods import natural_key
-from dashboard import cache, components, design, state
+from dashboard import cache, components, design, state, url_state
 
 # the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
 # browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline
@@ -22,9 +22,8 @@ st.set_page_config(page_title="Embedding retrieval evaluation", page_icon=str(Pa
 def sidebar() -> None:
     with st.sidebar:
         st.header("Data")
-        options = [*state.DEMO_SETS, "upload"]
-        labels = {**state.DEMO_SETS, "upload": "Upload files"}
-        src = st.radio("Dataset", options, format_func=labels.get, key=state.SOURCE)
+        labels = url_state.sources()
+        src = st.radio("Dataset", list(labels), format_func=labels.get, key=state.SOURCE)
         if src == "upload":
             ups = st.file_uploader("Embeddings (.npz, .npy + labels, .csv, .parquet); several files = several methods",
                                    type=["npz", "npy", "csv", "parquet", "txt"], accept_multiple_files=True,
@@ -34,6 +33,10 @@ def sidebar() -> None:
 
             def read() -> list[tuple[str, bytes]]:
                 return [(u.name, u.getvalue()) for u in ups]
+            if not ups:  # a reload or a link: the upload kept in the server's memory, if any
+                digest, read = url_state.restored_upload()
+        elif src == url_state.SERVER:
+            digest, read = url_state.server_source()
         else:
             files = cache.demo_files(src)
             digest = cache.files_digest(files)
@@ -41,14 +44,15 @@ def sidebar() -> None:
             def read() -> list[tuple[str, bytes]]:
                 return files
         notes = st.empty()  # filled once the files are read: what the loaders assumed, which labels file pairs
-        st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY)
-        st.radio("Precision", ["float32", "float64"], key=state.PRECISION, horizontal=True,
+        st.selectbox("Similarity", ["cosine", "dot", "euclidean"], key=state.SIMILARITY, bind="query-params")
+        st.radio("Precision", ["float32", "float64"], key=state.PRECISION, horizontal=True, bind="query-params",
                  help="The dtype similarities are computed in. float64 keeps near-equal scores of float64 "
                       "embeddings apart that float32 rounding would merge into ties (float32 uploads are "
                       "upcast); it costs more time.")
-        st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS)
-        st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA)
-        st.radio("Unit of inference", ["class", "query"], key=state.UNIT, horizontal=True,
+        st.multiselect("Cutoffs K", [1, 2, 4, 8, 16, 32], default=[1, 2, 4, 8], key=state.KS, bind="query-params")
+        st.select_slider("Significance level α", [0.001, 0.01, 0.05, 0.1], value=0.05, key=state.ALPHA,
+                         bind="query-params")
+        st.radio("Unit of inference", ["class", "query"], key=state.UNIT, horizontal=True, bind="query-params",
                  help="What intervals and method comparisons generalise over. class (default): new items of new "
                       "classes — a jackknife that deletes each class from the queries and the gallery (queries "
                       "that share a gallery are dependent). query: these trained models and this gallery, new "
@@ -88,6 +92,8 @@ def sidebar() -> None:
     try:
         ds = cache.dataset(digest, read, st.session_state.get(state.SIMILARITY, "cosine"))
         st.session_state[state.DATASET] = (digest, ds)
+        if src == "upload" and ups:
+            url_state.keep_upload(ups, digest)
         if ds.notes:  # user file names, shown literally
             notes.caption("  \n".join(components.literal(n) for n in ds.notes))
         split_selector(ds)
@@ -107,6 +113,7 @@ def split_selector(ds) -> None:
         st.session_state[state.SPLIT] = ""
         return
     splits = sorted(set(ds.split.tolist()), key=natural_key)
+    url_state.seed_split(splits)
     if st.session_state.get(state.SPLIT) not in ("", *splits):
         st.session_state[state.SPLIT] = ""
     st.sidebar.selectbox("Split", ["", *splits], key=state.SPLIT,
@@ -116,7 +123,11 @@ def split_selector(ds) -> None:
 
 
 def main() -> None:
+    url_state.restore()  # a session's first run: the data and split its URL names, before any widget
     sidebar()
+    url_state.write_source()
+    link = st.sidebar.empty()
+    notices = st.empty()
     loaded = st.session_state.get(state.DATASET)
     ds = loaded[1] if loaded else None
     pages = [
@@ -135,7 +146,10 @@ def main() -> None:
         pages.append(st.Page("views/generalization.py", title="Generalization", icon=":material/science:"))
     if ds is not None and len(ds.methods) > 1:
         pages.append(st.Page("views/training.py", title="Training", icon=":material/timeline:"))
-    st.navigation(pages).run()
+    page = st.navigation(pages)
+    url_state.leave_other_pages(page.url_path)
+    page.run()
+    url_state.finish(notices, link, page.url_path)
 
 
 try:

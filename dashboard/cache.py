@@ -47,7 +47,7 @@ from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
 from analysis_core.stats.runs import RunAnalysis, run_analysis
-from dashboard import uploads
+from dashboard import kept, uploads
 from dashboard.jobs import BUDGET_BYTES, MAX_ENTRIES, Progress, Store
 
 # the repository's demo_data/, or its installed copy inside the package (see setup.py)
@@ -56,7 +56,8 @@ DEMO_DIR = _REPO_DEMO if (_REPO_DEMO / "digits.npz").is_file() else Path(__file_
 
 
 STORE = Store(BUDGET_BYTES, MAX_ENTRIES)
-uploads.LEDGER.evict = STORE.drop_oldest_data  # the upload budget makes room by dropping stored datasets
+# the upload budget makes room by dropping stored datasets (they can be loaded again), then uploads kept for a reload
+uploads.LEDGER.evict = lambda: STORE.drop_oldest_data() or kept.KEPT.drop_oldest()
 
 
 @dataclasses.dataclass(frozen=True)

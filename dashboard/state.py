@@ -32,3 +32,20 @@ SPLIT = "split"                 # "" = every item in one gallery, else one split
 DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "Demo: 600 classes (2 checkpoints)",
              "training": "Demo: a training run (zero-shot digits, 10 checkpoints)",
              "digits_runs": "Demo: 3 losses x 3 seeds (zero-shot digits, checkpoints)"}
+
+# The link to a view (dashboard/url_state.py): the keys of the page pickers kept in the URL, by the
+# page's URL path; the key is the query parameter's name.
+PAGE_PICKERS = {
+    "pr_bands": ("bands_methods", "bands_classes", "np"),
+    "statistics": ("stats_methods", "stats_classes"),
+    "per_query": ("pq_methods", "pq-method"),
+    "class_count": ("cc_method", "cc-classes", "cc-group"),
+    "embedding_map": ("map-method",),
+}
+FRAGMENT_PICKERS = ("bands_methods", "bands_classes", "pq-method")  # inside a fragment: url_state.picker
+SERVER_FILES = "server_files"   # the data directory's files picked (DASHBOARD_DATA_DIR)
+KEPT_UPLOAD = "_kept_upload"    # (token or None, from this session's uploader?, digest) of the upload kept for a reload
+URL_START = "_url_start"        # the query parameters the session was opened with
+URL_SPLIT = "_url_split"        # the link's split, until a dataset with splits is loaded
+URL_NOTES = "_url_notes"        # [(warning?, text)]: what the link asked for that could not be shown, and why
+URL_CHECKED = "_url_checked"    # (data source, page) the link opened: its notes show while both are shown

@@ -42,12 +42,12 @@ if got is not None:
     key, ev = got
     ds = ev.items  # the chosen split's items: classes are sampled within it
     n_all = ds.n_classes
-    method = st.selectbox("Method", ev.methods)
+    method = st.selectbox("Method", ev.methods, key="cc_method", bind="query-params")
     c1, c2, c3 = st.columns(3)
     n_classes = components.int_slider("Number of classes C", 2, n_all, n_all, where=c1, key="cc-classes",
-                                      help="evaluate C classes drawn at random (seeded)")
+                                      bind="query-params", help="evaluate C classes drawn at random (seeded)")
     group_size = components.int_slider("Group size S", 2, min(n_classes, 100), 10, where=c2, key="cc-group",
-                                       help="classes per group for Grouped Recall@K")
+                                       bind="query-params", help="classes per group for Grouped Recall@K")
     seed = c3.number_input("Seed", 0, 10_000, 0)
     exact = ds.n_items > cache.EXACT_ITEMS and st.toggle(
         "Every query (exact, slower)", False, key="cc-exact",

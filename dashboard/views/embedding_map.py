@@ -75,7 +75,7 @@ if key is not None:
     has_umap = umap_installed()
 
     c1, c2, c3 = st.columns([2, 2, 2])
-    method = c1.selectbox("Method", list(ds.methods), key="map-method")
+    method = c1.selectbox("Method", list(ds.methods), key="map-method", bind="query-params")
     colourings = ["class", "ap"] + (["split"] if ds.split is not None and key.split is None else [])
     colour = c2.radio("Colour by", colourings, format_func=COLOUR_NAMES.get, horizontal=True, key="map-colour")
     kind = c3.radio("Projection", ["pca", "umap"] if has_umap else ["pca"], horizontal=True, key="map-kind",

@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
-from dashboard import components
+from dashboard import components, url_state
 from dashboard.views.common import current, neighbours
 
 
@@ -18,7 +18,7 @@ def drill_down(key, ev) -> None:
     prepared vectors are kept), not a search index."""
     ds = ev.dataset
     st.subheader("Worst queries")
-    m = st.selectbox("Method", ev.methods, key="pq-method")
+    m = url_state.picker(st.selectbox, "Method", ev.methods, key="pq-method", default=ev.methods[0])
     pq = ev.per_query(m)
     worst = pq[pq["n_positives"] > 0].nsmallest(50, ["ap", "query"])
     components.table(worst, f"worst_queries_{m}", height=300)  # common.current: some query has a positive
@@ -50,7 +50,7 @@ st.title("Per query & per class")
 got = current()
 if got is not None:
     key, ev = got
-    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2])
+    methods = st.multiselect("Methods", ev.methods, default=ev.methods[:2], key="pq_methods", bind="query-params")
     ap = ap_frame(ev, methods or ev.methods)
     n_labels = ap["label"].nunique()
     n_cls = components.int_slider("Classes shown (lowest mean AP first)", min(5, n_labels), min(100, n_labels), 30)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from analysis_core.figures.variability import pr_bands_figure
 from analysis_core.stats.bands import band_notes, describe
-from dashboard import cache, components
+from dashboard import cache, components, url_state
 from dashboard.views.common import alpha, current, unit
 
 # The page evaluates once on a 61-point recall grid; a coarser grid whose step divides it is a
@@ -26,9 +26,10 @@ def band_unit() -> str | None:
 def shown_bands(key, ev, kind: str, n_recall: int) -> None:
     """Which methods and classes the figure shows: choosing them reruns this section only, and
     computes the bands of the chosen classes only."""
-    methods = st.multiselect("Methods", ev.methods, default=ev.methods)
+    methods = url_state.picker(st.multiselect, "Methods", ev.methods, key="bands_methods", default=ev.methods)
     classes = sorted({str(c) for c in ev.dataset.labels[ev.pr_curves(ev.methods[0])[0]].tolist()})
-    chosen = st.multiselect("Classes (empty = all queries together)", classes, max_selections=8)
+    chosen = url_state.picker(st.multiselect, "Classes (empty = all queries together)", classes, key="bands_classes",
+                              default=[], max_selections=8)
     b = cache.bands(key, ev, kind, n_recall, tuple(chosen), band_unit())
     fig = pr_bands_figure(b, methods or ev.methods, chosen or ["all"], kind=kind, alpha=alpha())
     shown = b[b["method"].isin(methods or ev.methods) & b["class"].isin(chosen or ["all"])]
@@ -40,7 +41,7 @@ def shown_bands(key, ev, kind: str, n_recall: int) -> None:
 
 st.title("Precision-recall bands")
 c1, c2 = st.columns(2)
-n_recall = c1.select_slider("Recall points N_P", GRIDS, 11,
+n_recall = c1.select_slider("Recall points N_P", GRIDS, 11, key="np", bind="query-params",
                             help=f"recall grid r_j = j/(N_P − 1); N_P − 1 divides {FINE_GRID - 1}")
 kind = c2.radio("Band", ["t", "bootstrap"], horizontal=True,
                 format_func={"t": "pointwise t interval", "bootstrap": "simultaneous (bootstrap)"}.get)

@@ -90,11 +90,11 @@ if got is not None:
     a = alpha()
     if ev.design.has_runs:
         families(key, ev)
-    methods = st.multiselect("Methods", ev.methods, default=first_methods(ev))
+    methods = st.multiselect("Methods", ev.methods, default=first_methods(ev), key="stats_methods", bind="query-params")
     ap = ap_frame(ev, methods or ev.methods)
     all_classes = sorted(ap["label"].unique(), key=lambda c: natural_key(str(c)))
     default = hardest_and_easiest(ap, EXTREME_CLASSES)
-    classes = st.multiselect("Classes", all_classes, default=default,
+    classes = st.multiselect("Classes", all_classes, default=default, key="stats_classes", bind="query-params",
                              help=f"Tukey HSD and Games-Howell tables are made for at most {MAX_POSTHOC_GROUPS} "
                                   "method × class groups; every other test uses every selected query.")
     if len(default) < len(all_classes):

@@ -67,6 +67,9 @@ class Evaluation:
     #: :meth:`with_ks` repeats the evaluation when the passes kept too few tie blocks
     settings: dict = field(default_factory=dict, repr=False, compare=False)
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: what the cutoffs do not change (the class jackknife's replicates), shared with every
+    #: evaluation derived from this one (:meth:`with_ks`, :meth:`with_design`, :meth:`with_grouped`)
+    _ks_free: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "design", Design.of(self.design, list(self.results)))
@@ -125,8 +128,14 @@ class Evaluation:
         a table or CSV path as :func:`evaluate` takes it; None: from their names), as if
         :func:`evaluate` had been given it. The passes do not depend on the design, so they and
         every summary computed so far are shared; the run-level results are kept per design."""
-        out = replace(self, design=Design.of(design, self.methods))
-        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
+        return self._sharing(replace(self, design=Design.of(design, self.methods)), self._summaries)
+
+    def _sharing(self, out: Evaluation, summaries: dict | None = None) -> Evaluation:
+        """``out`` (derived from this evaluation) sharing its cutoff-free results and, when given,
+        ``summaries`` (frozen: set in place)."""
+        object.__setattr__(out, "_ks_free", self._ks_free)
+        if summaries is not None:
+            object.__setattr__(out, "_summaries", summaries)
         return out
 
     def __repr__(self) -> str:
@@ -279,13 +288,18 @@ class Evaluation:
         """The delete-a-group jackknife over classes of every per-query summary metric
         (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
         class-level interval and method comparison. One engine pass per method and group of
-        classes, computed once per evaluation (and ``max_groups``, ``seed``)."""
-        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife
+        classes, computed once per evaluation (and ``max_groups``, ``seed``) and kept for new cutoffs
+        (:meth:`with_ks` up to 32 gives a view of them: no pass)."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife, class_replicates
 
         max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
         key = ("class-jackknife", max_groups, seed)
         if key not in self._summaries:
-            self._summaries[key] = class_jackknife(self, max_groups=max_groups, seed=seed, progress=progress)
+            reps = self._ks_free.get(key)
+            if reps is None or not reps.covers(self.ks):
+                reps = self._ks_free[key] = class_replicates(self, max_groups=max_groups, seed=seed,
+                                                             progress=progress)
+            self._summaries[key] = class_jackknife(self, replicates=reps)
         return self._summaries[key]
 
     def with_grouped(self, grouped: dict) -> Evaluation:
@@ -293,9 +307,7 @@ class Evaluation:
         :class:`~analysis_core.stats.grouped_recall.GroupedRecall`), as if ``evaluate`` had been
         given the group size: the summaries computed so far are shared (they depend on the pass
         alone), so attaching another group size recomputes nothing."""
-        out = replace(self, grouped=grouped)
-        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
-        return out
+        return self._sharing(replace(self, grouped=grouped), self._summaries)
 
     def with_ks(self, ks: tuple[int, ...]) -> Evaluation:
         """This evaluation at cutoffs ``ks`` (Recall@K, P@k; 1 is always added): equal to
@@ -316,7 +328,9 @@ class Evaluation:
         if provenance is not None and "ks" in provenance.get("options", {}):
             provenance["options"]["ks"] = list(given)
         if not all(answers(r, ks) for r in self.results.values()):
-            return replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance, design=self.design)
+            # the same items and settings: what the cutoffs do not change is shared all the same
+            return self._sharing(replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance,
+                                         design=self.design))
         results = {m: with_cutoffs(r, ks) for m, r in self.results.items()}
         grouped = None
         if self.grouped is not None:
@@ -327,7 +341,7 @@ class Evaluation:
                                          similarity=self.similarity, seed=g.seed, repeats=g.repeats, alpha=g.alpha,
                                          loo_pass=results[m] if self.loo_pass(m) is not None else None)
                        for m, g in self.grouped.items()}
-        return replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance)
+        return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
 
     def _method_summary(self, method: str, alpha: float) -> dict:
         r = self.results[method]

@@ -215,6 +215,17 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     return _designed(token, _at_ks(token, key, STORE.result(key, run, group=token.data, label="Evaluating")))
 
 
+def class_jackknife(token: Token, ev: Evaluation):
+    """The evaluation's jackknife over classes (:meth:`~analysis_core.Evaluation.class_jackknife`,
+    the intervals and comparisons at the class unit), with its progress: one pass per method and
+    group of classes the first time, kept with the passes; at new cutoffs K a view of its
+    replicates (no pass), at a new α the same jackknife. Stored in ``ev`` too, where every core
+    function that takes the evaluation finds it."""
+    key = _evaluation_key(dataclasses.replace(token, design=())) + "/class-jackknife"
+    return STORE.result(key, lambda p: ev.class_jackknife(progress=p), group=token.data,
+                        label="Intervals over classes (a jackknife: a pass per method and class)")
+
+
 def _designed(token: Token, ev: Evaluation) -> Evaluation:
     return ev.with_design(token.design_table) if token.design else ev
 
@@ -485,6 +496,8 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
 
 
 def checkpoints(token: Token, ev: Evaluation, unit: str = "class") -> CheckpointAnalysis:
+    if unit == "class":
+        class_jackknife(token, ev)  # its passes with their progress, then read by checkpoint_analysis
     return STORE.result(token.derived("checkpoints", unit), lambda p: checkpoint_analysis(
         {token.split or "all": ev}, token.alpha, unit=unit), group=token.data, label="Comparing checkpoints")
 

@@ -485,3 +485,71 @@ def test_new_cutoffs_and_alpha_reuse_the_sidebars_passes_and_equal_the_core(monk
             pd.testing.assert_frame_equal(got.per_query(), want.per_query(), check_exact=True)
             assert json.dumps(got.summary(a), sort_keys=True) == json.dumps(want.summary(a), sort_keys=True)
     assert len(calls) == 2 * len(ds.methods)  # no pass after the first
+
+
+def _count_passes(monkeypatch) -> list:
+    """Count every engine pass: the evaluation's and the class jackknife's."""
+    from analysis_core import evaluation as evaluation_module
+    from analysis_core.engine import core
+
+    calls: list[str] = []
+    original = core.run_pass
+    spy = lambda *a, **k: calls.append("pass") or original(*a, **k)  # noqa: E731
+    monkeypatch.setattr(core, "run_pass", spy)
+    monkeypatch.setattr(evaluation_module, "run_pass", spy)
+    return calls
+
+
+def test_the_class_jackknife_at_new_cutoffs_and_alpha_runs_no_pass_and_equals_the_core(monkeypatch):
+    """The Overview's intervals over classes and the Statistics page's class unit, after the
+    first jackknife: new cutoffs K (up to 32) and α run no pass, and equal the jackknife of a
+    fresh ``evaluate(..., ks=new)``."""
+    from analysis_core.export.main_table import summary_frame
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    settings = [((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1,), 0.05), ((1, 2, 4, 8), 0.05)]
+    wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
+    for want in wants.values():
+        want.class_jackknife()  # the oracle's passes, before they are counted
+    tok = cache.Token(data="digits-jackknife-ks", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    cache.class_jackknife(tok, cache.evaluation(tok, ds))
+    calls = _count_passes(monkeypatch)
+    for ks, alpha in settings:
+        t = dataclasses.replace(tok, ks=ks, alpha=alpha)
+        ev, want = cache.evaluation(t, ds), wants[ks]
+        got = cache.class_jackknife(t, ev)
+        pd.testing.assert_frame_equal(got.intervals(alpha), want.class_jackknife().intervals(alpha), check_exact=True)
+        pd.testing.assert_frame_equal(summary_frame({"all": ev}, alpha, unit="class"),
+                                      summary_frame({"all": want}, alpha, unit="class"), check_exact=True)
+        ap = ap_frame(ev, ev.methods)
+        selection = (tuple(ev.methods), tuple(sorted(ap["label"].unique())), None, "class")
+        stats = cache.statistics(t, ev, selection, ap)
+        pd.testing.assert_frame_equal(stats.paired, analyse(ap, alpha, metrics=metric_frame(want, want.methods),
+                                                            jackknife=want.class_jackknife()).paired, check_exact=True)
+    assert calls == []
+
+
+def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
+    """In the app: once the Overview has shown its intervals over classes (one jackknife), the
+    sidebar's cutoffs K, α and unit of inference, on the Overview, Statistics and Training pages,
+    run no pass."""
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at.radio(key="data_source").set_value("digits").run()
+    assert not at.exception and not at.error
+    assert any("unit: class" in h.value for h in at.subheader)
+    calls = _count_passes(monkeypatch)
+    for page in ("views/overview.py", "views/statistics.py", "views/training.py"):
+        at.switch_page(page).run()
+        for change in (lambda: at.multiselect(key="ks").set_value([1, 2, 16]),
+                       lambda: at.select_slider(key="alpha").set_value(0.01),
+                       lambda: at.radio(key="unit").set_value("query"),
+                       lambda: at.radio(key="unit").set_value("class"),
+                       lambda: at.multiselect(key="ks").set_value([1, 2, 4, 8]),
+                       lambda: at.select_slider(key="alpha").set_value(0.05)):
+            change()
+            at.run()
+            assert not at.exception and not at.error, page
+    assert calls == []

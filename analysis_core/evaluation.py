@@ -317,7 +317,9 @@ class Evaluation:
         least 128 unless that exceeded the memory budget, ``CUTOFF_MB`` over all methods, and
         never below 32);
         beyond it, or when a pass kept none, the evaluation runs again. Grouped Recall@K, which
-        runs its own passes over groups of classes, is recomputed at the new cutoffs."""
+        runs its own passes over groups of classes, kept its groups' recalls at every cutoff up to
+        32 (:meth:`~analysis_core.stats.grouped_recall.GroupedRecall.with_ks`); beyond, its passes
+        run again."""
         from .engine.cutoffs import answers, with_cutoffs
 
         given = check_ks(ks)
@@ -337,11 +339,27 @@ class Evaluation:
             from .stats.grouped_recall import grouped_recall
 
             sub = self.items
-            grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks,
-                                         similarity=self.similarity, seed=g.seed, repeats=g.repeats, alpha=g.alpha,
-                                         loo_pass=results[m] if self.loo_pass(m) is not None else None)
-                       for m, g in self.grouped.items()}
+            grouped = {m: g.with_ks(ks) or grouped_recall(
+                sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks, similarity=self.similarity,
+                seed=g.seed, repeats=g.repeats, alpha=g.alpha,
+                loo_pass=results[m] if self.loo_pass(m) is not None else None) for m, g in self.grouped.items()}
         return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
+
+    def at_alpha(self, alpha: float) -> Evaluation:
+        """This evaluation at level ``alpha``: equal to ``evaluate(..., alpha=alpha)`` with the
+        other settings unchanged. No pass depends on the level: the passes and what the cutoffs do
+        not change (the class jackknife's replicates) are shared, Grouped Recall's intervals are
+        recomputed from its groups (:meth:`~analysis_core.stats.grouped_recall.GroupedRecall.at_alpha`),
+        the summaries at the new level on request."""
+        alpha = check_alpha(alpha)
+        if alpha == self.alpha:
+            return self
+        provenance = copy.deepcopy(self.provenance)
+        if provenance is not None and "alpha" in provenance.get("options", {}):
+            provenance["options"]["alpha"] = alpha
+        grouped = None if self.grouped is None else {m: g.at_alpha(alpha) for m, g in self.grouped.items()}
+        return self._sharing(replace(self, alpha=alpha, grouped=grouped, provenance=provenance,
+                                     settings={**self.settings, "alpha": alpha}))
 
     def _method_summary(self, method: str, alpha: float) -> dict:
         r = self.results[method]

@@ -9,7 +9,8 @@ Two data sets: the 600-class demo, and an upload given to the real file uploader
 ``--methods`` for others, e.g. the 100 000 x 768 upload of issue 30).
 
 The Overview page times the sidebar's own controls: the cutoffs K (a view of the stored passes,
-:meth:`analysis_core.Evaluation.with_ks`) and α.
+:meth:`analysis_core.Evaluation.with_ks`, and of the class jackknife's replicates), α and the unit
+of inference; the Statistics page K too (its analysis takes every metric's column).
 
 AppTest always reruns the whole script, so a control inside an ``st.fragment`` (which in the
 browser reruns only its fragment) is timed here at its full-rerun cost: an upper bound.
@@ -81,14 +82,19 @@ def setter(kind: str, label: str, value: object, *, key: str | None = None) -> C
     return set_
 
 
+def cutoffs() -> tuple[str, list[Callable[[AppTest], object]]]:
+    return ("Cutoffs K (sidebar)", [setter("multiselect", "", v, key="ks")
+                                    for v in ([1, 2, 4, 8, 16], [1, 32], [1, 2], [1, 2, 4, 8])])
+
+
 def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest], object]]]]:
     """(control, [changes]) for the page, each change a new value; read from the opened page."""
     if page == "overview":
         return [
-            ("Cutoffs K (sidebar)", [setter("multiselect", "", v, key="ks")
-                                     for v in ([1, 2, 4, 8, 16], [1, 32], [1, 2], [1, 2, 4, 8])]),
+            cutoffs(),
             ("Significance level α (sidebar)", [setter("select_slider", "", v, key="alpha")
                                                 for v in (0.01, 0.1, 0.05)]),
+            ("Unit of inference (sidebar)", [setter("radio", "", v, key="unit") for v in ("query", "class")]),
         ]
     if page == "statistics":
         methods = widget(at, "multiselect", "Methods").options
@@ -107,6 +113,7 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
             ("Seed", [setter("number_input", "Seed", v) for v in (1, 2, 3, 4)]),
             ("Significance level α (sidebar)", [setter("select_slider", "", v, key="alpha")
                                                 for v in (0.01, 0.1, 0.05)]),
+            cutoffs(),
         ]
     if page == "per_query":
         methods = widget(at, "multiselect", "Methods").options

@@ -385,6 +385,33 @@ def test_the_class_count_subset_is_the_evaluation_with_its_group_size_and_the_gr
             assert cache.STORE.computed == done + 1
 
 
+def test_the_class_count_page_at_another_alpha_runs_no_pass_and_equals_the_core(monkeypatch):
+    """α enters neither the pass over the sampled classes nor Grouped Recall's passes nor the
+    sweep: at a new α they are views (the same numbers as ``evaluate(..., alpha=new)``), and the
+    sweep is the stored one."""
+    import json
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-subset-alpha", similarity="cosine", ks=(1,), n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    m = ds.methods[0]
+    cases = [(8, 3, 1), (10, 10, 0)]  # a group size below the class count, and one group of every class
+    wants = {(c, a): evaluate(ds, ks=(1,), methods=[m], max_classes=c, group_size=s, seed=seed, alpha=a)
+             for c, s, seed in cases for a in (0.01, 0.1)}
+    for c, s, seed in cases:
+        cache.subset_evaluation(tok, ds, m, c, s, seed)
+    sweep = cache.sweep(tok, ds, m, 3, 2)
+    calls = _count_passes(monkeypatch)
+    for c, s, seed in cases:
+        for a in (0.01, 0.1):
+            got = cache.subset_evaluation(dataclasses.replace(tok, alpha=a), ds, m, c, s, seed)
+            want = wants[(c, a)]
+            assert json.dumps(got.summary(), sort_keys=True) == json.dumps(want.summary(), sort_keys=True)
+            pd.testing.assert_frame_equal(got.grouped[m].table, want.grouped[m].table, check_exact=True)
+            assert cache.sweep(dataclasses.replace(tok, alpha=a), ds, m, 3, 2) is sweep
+    assert calls == []
+
+
 def test_the_class_count_summary_is_computed_once_with_its_pass_whatever_the_group_size(monkeypatch):
     """The subset's summary (its pair-statistic intervals cost a bootstrap under query sampling)
     is computed in the stored computation, and the evaluation with Grouped Recall attached for
@@ -458,45 +485,44 @@ def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_cor
 
 
 def test_new_cutoffs_and_alpha_reuse_the_sidebars_passes_and_equal_the_core(monkeypatch):
-    """Changing K (or α) in the sidebar runs no pass of the evaluation, nor K one of a split's
-    (whose Grouped Recall@K, its own passes over groups of classes, follows K): the results equal
+    """Changing K or α in the sidebar runs no pass of the evaluation, nor of a split's (whose
+    Grouped Recall@K, its own passes over groups of classes, follows K and α): the results equal
     the core's evaluation at those settings."""
     import json
-
-    from analysis_core import evaluation as evaluation_module
 
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
     settings = [((1,), 0.05), ((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1, 2, 4, 8), 0.05)]
     wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
-    split_wants = {ks: w.within_split("test", 5, 0) for ks, w in wants.items()}
-    calls: list[str] = []
-    original = evaluation_module.run_pass
-    monkeypatch.setattr(evaluation_module, "run_pass", lambda *a, **k: calls.append("pass") or original(*a, **k))
+    split_wants = {(ks, a): evaluate(ds, ks=ks, alpha=a).within_split("test", 5, 0) for ks, a in settings}
+    calls = _count_passes(monkeypatch)
     tok = cache.Token(data="digits-ks-test", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11, query_sample=None,
                       seed=0, alpha=0.05)
     cache.evaluation(tok, ds)
     cache.split_evaluation(tok, ds, "test", 5, 0)
-    assert len(calls) == 2 * len(ds.methods)
+    first = len(calls)
+    assert first >= 2 * len(ds.methods)  # the two evaluations' passes (and Grouped Recall's)
     for ks, alpha in settings:
-        # a split's Grouped Recall interval takes α when it is computed: K alone changes there
-        for got, want, a in ((cache.evaluation(dataclasses.replace(tok, ks=ks, alpha=alpha), ds), wants[ks], alpha),
-                             (cache.split_evaluation(dataclasses.replace(tok, ks=ks), ds, "test", 5, 0),
-                              split_wants[ks], 0.05)):
+        t = dataclasses.replace(tok, ks=ks, alpha=alpha)
+        for got, want in ((cache.evaluation(t, ds), wants[ks]), (cache.split_evaluation(t, ds, "test", 5, 0),
+                                                                 split_wants[(ks, alpha)])):
             pd.testing.assert_frame_equal(got.per_query(), want.per_query(), check_exact=True)
-            assert json.dumps(got.summary(a), sort_keys=True) == json.dumps(want.summary(a), sort_keys=True)
-    assert len(calls) == 2 * len(ds.methods)  # no pass after the first
+            assert json.dumps(got.summary(alpha), sort_keys=True) == json.dumps(want.summary(alpha), sort_keys=True)
+    assert len(calls) == first  # no pass after the first
 
 
 def _count_passes(monkeypatch) -> list:
-    """Count every engine pass: the evaluation's and the class jackknife's."""
+    """Count every engine pass: the evaluation's, the class jackknife's, Grouped Recall's and the
+    class-count sweep's."""
     from analysis_core import evaluation as evaluation_module
     from analysis_core.engine import core
+
+    from analysis_core.stats import class_sweep, grouped_recall
 
     calls: list[str] = []
     original = core.run_pass
     spy = lambda *a, **k: calls.append("pass") or original(*a, **k)  # noqa: E731
-    monkeypatch.setattr(core, "run_pass", spy)
-    monkeypatch.setattr(evaluation_module, "run_pass", spy)
+    for module in (core, evaluation_module, grouped_recall, class_sweep):  # each imported run_pass by name
+        monkeypatch.setattr(module, "run_pass", spy)
     return calls
 
 

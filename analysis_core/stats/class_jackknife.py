@@ -237,7 +237,7 @@ def class_replicates(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0,
 
     max_groups = check_int(max_groups, "max_groups (jackknife groups of classes)", 2)
     ks = tuple(sorted({*ev.ks, *range(1, CUTOFF_FLOOR + 1)}))
-    columns = tuple(m.column for m in query_columns(ks) if m.kind in ("mean", "hit"))
+    columns = tuple(m.column for m in query_columns(ks) if m.kind in ("mean", "hit") and m.column is not None)
     methods = tuple(ev.methods)
     ds = ev.dataset
     labels = ds.label_codes[ev.rows]
@@ -274,7 +274,7 @@ def class_replicates(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0,
             done += 1
             if progress is not None:
                 progress(done, total, f"class jackknife: {m}")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if len(groups) < scored_classes.size:
         notes = (f"{scored_classes.size} classes in {len(groups)} jackknife groups (seed {seed})",)
     return ClassReplicates(methods, columns, ks, means, [list(x) for x in groups], n_classes, "", notes)

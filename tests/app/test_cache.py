@@ -515,7 +515,6 @@ def _count_passes(monkeypatch) -> list:
     class-count sweep's."""
     from analysis_core import evaluation as evaluation_module
     from analysis_core.engine import core
-
     from analysis_core.stats import class_sweep, grouped_recall
 
     calls: list[str] = []

@@ -284,23 +284,38 @@ class Evaluation:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
-    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None):
+    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None,
+                        replicates=None):
         """The delete-a-group jackknife over classes of every per-query summary metric
         (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
         class-level interval and method comparison. One engine pass per method and group of
-        classes, computed once per evaluation (and ``max_groups``, ``seed``) and kept for new cutoffs
-        (:meth:`with_ks` up to 32 gives a view of them: no pass)."""
-        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife, class_replicates
+        classes (:meth:`class_replicates`), computed once per evaluation (and ``max_groups``,
+        ``seed``) and kept for new cutoffs (:meth:`with_ks` up to 32 gives a view of them: no pass).
+        ``replicates``: the :meth:`class_replicates` of an evaluation of the same data and settings
+        at other cutoffs, used when they cover these."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife
 
         max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
         key = ("class-jackknife", max_groups, seed)
         if key not in self._summaries:
-            reps = self._ks_free.get(key)
-            if reps is None or not reps.covers(self.ks):
-                reps = self._ks_free[key] = class_replicates(self, max_groups=max_groups, seed=seed,
-                                                             progress=progress)
-            self._summaries[key] = class_jackknife(self, replicates=reps)
+            if replicates is not None and replicates.covers(self.ks):
+                self._ks_free.setdefault(key, replicates)
+            self._summaries[key] = class_jackknife(self, replicates=self.class_replicates(max_groups, seed, progress))
         return self._summaries[key]
+
+    def class_replicates(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None):
+        """What :meth:`class_jackknife` needs at any cutoffs up to 32
+        (:class:`~analysis_core.stats.class_jackknife.ClassReplicates`): its passes, run once and
+        shared by every evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`,
+        :meth:`with_design`, :meth:`with_grouped`)."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_replicates
+
+        max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
+        key = ("class-jackknife", max_groups, seed)
+        reps = self._ks_free.get(key)
+        if reps is None or not reps.covers(self.ks):
+            reps = self._ks_free[key] = class_replicates(self, max_groups=max_groups, seed=seed, progress=progress)
+        return reps
 
     def with_grouped(self, grouped: dict) -> Evaluation:
         """This evaluation with Grouped Recall results attached (``grouped``: method ->

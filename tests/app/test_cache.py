@@ -578,3 +578,29 @@ def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
             at.run()
             assert not at.exception and not at.error, page
     assert calls == []
+
+
+def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypatch):
+    """A request at new cutoffs K made while the first jackknife runs (another session, or the
+    sidebar moved during its progress bar) waits for the same replicates instead of running them
+    again, and gets the jackknife of a fresh ``evaluate(..., ks=new)``; so does an evaluation that
+    does not share the first one's kept state (the stored replicates are handed to it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-jackknife-concurrent", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    other = dataclasses.replace(tok, ks=(1, 16))
+    want = evaluate(ds, ks=(1, 16)).class_jackknife()
+    pairs = [(tok, cache.evaluation(tok, ds)), (other, cache.evaluation(other, ds))]
+    calls = _count_passes(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda te: cache.class_jackknife(*te), pairs))
+    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    pd.testing.assert_frame_equal(got[1].intervals(), want.intervals(), check_exact=True)
+    fresh = evaluate(ds, ks=(2, 32))  # its own kept state: none
+    calls.clear()
+    jk = cache.class_jackknife(dataclasses.replace(tok, ks=(2, 32)), fresh)
+    assert calls == []
+    pd.testing.assert_frame_equal(jk.intervals(), evaluate(ds, ks=(2, 32)).class_jackknife().intervals(),
+                                  check_exact=True)

@@ -31,6 +31,8 @@ from .stats.sampling import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .stats.class_jackknife import ClassJackknife, ClassReplicates
+
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
 
@@ -68,7 +70,8 @@ class Evaluation:
     settings: dict = field(default_factory=dict, repr=False, compare=False)
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     #: what the cutoffs do not change (the class jackknife's replicates), shared with every
-    #: evaluation derived from this one (:meth:`with_ks`, :meth:`with_design`, :meth:`with_grouped`)
+    #: evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`, :meth:`with_design`,
+    #: :meth:`with_grouped`)
     _ks_free: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -285,7 +288,7 @@ class Evaluation:
         return out
 
     def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None,
-                        replicates=None):
+                        replicates: ClassReplicates | None = None) -> ClassJackknife:
         """The delete-a-group jackknife over classes of every per-query summary metric
         (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
         class-level interval and method comparison. One engine pass per method and group of
@@ -303,7 +306,8 @@ class Evaluation:
             self._summaries[key] = class_jackknife(self, replicates=self.class_replicates(max_groups, seed, progress))
         return self._summaries[key]
 
-    def class_replicates(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None):
+    def class_replicates(self, max_groups: int | None = None, seed: int = 0,
+                         progress: Progress | None = None) -> ClassReplicates:
         """What :meth:`class_jackknife` needs at any cutoffs up to 32
         (:class:`~analysis_core.stats.class_jackknife.ClassReplicates`): its passes, run once and
         shared by every evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`,

@@ -360,8 +360,8 @@ class Evaluation:
             sub = self.items
             grouped = {m: g.with_ks(ks) or grouped_recall(
                 sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks, similarity=self.similarity,
-                seed=g.seed, repeats=g.repeats, alpha=g.alpha,
-                loo_pass=results[m] if self.loo_pass(m) is not None else None) for m, g in self.grouped.items()}
+                seed=g.seed, repeats=g.repeats, alpha=g.alpha, loo_pass=results[m] if self.loo_pass(m) is not None
+                else None, keep_cutoffs=True) for m, g in self.grouped.items()}
         return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
 
     def at_alpha(self, alpha: float) -> Evaluation:
@@ -613,7 +613,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         plain = isq is None and isg is None and precision == "float32"  # the pass of a group of every class
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha,
-                                     loo_pass=results[m] if plain else None)
+                                     loo_pass=results[m] if plain else None, keep_cutoffs=True)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,

@@ -87,7 +87,7 @@ def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
 
 def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
                    similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05,
-                   loo_pass: PassResult | None = None) -> GroupedRecall:
+                   loo_pass: PassResult | None = None, keep_cutoffs: bool = False) -> GroupedRecall:
     """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
 
     With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
@@ -100,18 +100,23 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     its Recall@K is read from it instead of run again (the engine's per-query values do not depend
     on threads, blocks or the PR grid). Used when its cutoffs include every k of ``ks`` or its
     kept tie blocks answer them (:func:`~analysis_core.engine.cutoffs.answers`).
+
+    ``keep_cutoffs``: also keep the groups' Recall@K at every cutoff up to
+    :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (:attr:`GroupedRecall.every_k`), so that
+    :meth:`GroupedRecall.with_ks` among them runs no pass (what :func:`~analysis_core.evaluate`
+    asks for; a hit-rate column costs the passes little, its rows and chance levels ~1 ms a group).
     """
     codes = np.asarray(codes)
     classes = np.unique(codes)
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     ks = tuple(sorted({int(k) for k in ks}))
-    # the groups' Recall@K at every cutoff up to CUTOFF_FLOOR too (a hit-rate column costs the pass
-    # little), kept so that new cutoffs among them are a view (GroupedRecall.with_ks)
-    kept = tuple(sorted({*ks, *range(1, CUTOFF_FLOOR + 1)}))
+    kept = tuple(sorted({*ks, *range(1, CUTOFF_FLOOR + 1)})) if keep_cutoffs else ks
     whole = None  # the group of every class, read from loo_pass
     if loo_pass is not None and loo_pass.query_items.size == codes.size:
-        if answers(loo_pass, kept):
+        if all(f"recall_at_{k}" in loo_pass.columns for k in kept):
+            whole = loo_pass
+        elif answers(loo_pass, kept):
             whole = with_cutoffs(loo_pass, kept)
         elif all(f"recall_at_{k}" in loo_pass.columns for k in ks):
             whole, kept = loo_pass, ks
@@ -143,7 +148,8 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     every_k = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
     per_group = every_k if kept == ks else every_k[every_k["k"].isin(ks)].reset_index(drop=True)
     return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
-                         else int(classes.size), _table(per_group, ks, alpha), per_group, seed, every_k)
+                         else int(classes.size), _table(per_group, ks, alpha), per_group, seed,
+                         every_k if keep_cutoffs else None)
 
 
 def _table(per_group: pd.DataFrame, ks: tuple[int, ...], alpha: float) -> pd.DataFrame:

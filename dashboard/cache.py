@@ -488,6 +488,14 @@ def _metrics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -
     return metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
 
 
+def _jackknife_first(token: Token, ev: Evaluation, selection: tuple) -> None:
+    """The class unit's jackknife (which the analysis of several methods reads), run as a request
+    with its progress before the analyses that read it, requested or guessed: otherwise each would
+    run its passes (the first time, one per method and group of classes) while another does."""
+    if selection[3] == "class" and len(selection[0]) > 1:
+        class_jackknife(token, ev)
+
+
 def _prepared_key(token: Token, selection: tuple) -> str:
     return f"{_evaluation_key(token)}/statistics-prepared/{selection!r}"
 
@@ -501,6 +509,7 @@ def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame)
     permutation p-values are kept by the core for the same differences). The every-metric table
     for the paired tests is built inside, only when the prepared part is not stored."""
     selection = _statistics_selection(selection)
+    _jackknife_first(token, ev, selection)
     key = token.derived("statistics", *selection)
     prepared = STORE.result(*_prepared(token, ev, selection, ap), group=token.data, label="Running the statistics")
     return STORE.result(key, lambda p: prepared.at(token.alpha), group=token.data, label="Running the statistics")
@@ -517,6 +526,7 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
     every = _statistics_selection((ev.methods, selection[1], selection[2], selection[3]))
     if every[0] == _statistics_selection(selection)[0]:
         return
+    _jackknife_first(token, ev, every)
 
     def run(progress: Progress) -> PreparedAnalysis:
         ap = selection_frame(ap_frame(ev, list(every[0])), every)

@@ -604,3 +604,27 @@ def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypa
     assert calls == []
     pd.testing.assert_frame_equal(jk.intervals(), evaluate(ds, ks=(2, 32)).class_jackknife().intervals(),
                                   check_exact=True)
+
+
+def test_the_statistics_at_the_class_unit_share_the_jackknifes_passes_with_the_overview(monkeypatch):
+    """The Statistics page's analysis at the class unit, asked for while the Overview's jackknife
+    runs (or before it), waits for that jackknife's passes instead of running its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-statistics-jackknife", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    ev = cache.evaluation(tok, ds)
+    ap = ap_frame(ev, ev.methods)
+    selection = (tuple(ev.methods), tuple(sorted(ap["label"].unique())), None, "class")
+    want = analyse(ap, 0.05, metrics=metric_frame(ev, ev.methods), jackknife=evaluate(ds).class_jackknife()).paired
+    calls = _count_passes(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        stats = pool.submit(cache.statistics, tok, ev, selection, ap)
+        pool.submit(cache.class_jackknife, tok, ev).result()
+        got = stats.result().paired
+    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

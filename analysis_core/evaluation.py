@@ -31,6 +31,8 @@ from .stats.sampling import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .stats.class_jackknife import ClassJackknife, ClassReplicates
+
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
 
@@ -67,6 +69,10 @@ class Evaluation:
     #: :meth:`with_ks` repeats the evaluation when the passes kept too few tie blocks
     settings: dict = field(default_factory=dict, repr=False, compare=False)
     _summaries: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: what the cutoffs do not change (the class jackknife's replicates), shared with every
+    #: evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`, :meth:`with_design`,
+    #: :meth:`with_grouped`)
+    _ks_free: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "design", Design.of(self.design, list(self.results)))
@@ -125,8 +131,14 @@ class Evaluation:
         a table or CSV path as :func:`evaluate` takes it; None: from their names), as if
         :func:`evaluate` had been given it. The passes do not depend on the design, so they and
         every summary computed so far are shared; the run-level results are kept per design."""
-        out = replace(self, design=Design.of(design, self.methods))
-        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
+        return self._sharing(replace(self, design=Design.of(design, self.methods)), self._summaries)
+
+    def _sharing(self, out: Evaluation, summaries: dict | None = None) -> Evaluation:
+        """``out`` (derived from this evaluation) sharing its cutoff-free results and, when given,
+        ``summaries`` (frozen: set in place)."""
+        object.__setattr__(out, "_ks_free", self._ks_free)
+        if summaries is not None:
+            object.__setattr__(out, "_summaries", summaries)
         return out
 
     def __repr__(self) -> str:
@@ -275,27 +287,46 @@ class Evaluation:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
-    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None):
+    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None,
+                        replicates: ClassReplicates | None = None) -> ClassJackknife:
         """The delete-a-group jackknife over classes of every per-query summary metric
         (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
         class-level interval and method comparison. One engine pass per method and group of
-        classes, computed once per evaluation (and ``max_groups``, ``seed``)."""
+        classes (:meth:`class_replicates`), computed once per evaluation (and ``max_groups``,
+        ``seed``) and kept for new cutoffs (:meth:`with_ks` up to 32 gives a view of them: no pass).
+        ``replicates``: the :meth:`class_replicates` of an evaluation of the same data and settings
+        at other cutoffs, used when they cover these."""
         from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife
 
         max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
         key = ("class-jackknife", max_groups, seed)
         if key not in self._summaries:
-            self._summaries[key] = class_jackknife(self, max_groups=max_groups, seed=seed, progress=progress)
+            if replicates is not None and replicates.covers(self.ks):
+                self._ks_free.setdefault(key, replicates)
+            self._summaries[key] = class_jackknife(self, replicates=self.class_replicates(max_groups, seed, progress))
         return self._summaries[key]
+
+    def class_replicates(self, max_groups: int | None = None, seed: int = 0,
+                         progress: Progress | None = None) -> ClassReplicates:
+        """What :meth:`class_jackknife` needs at any cutoffs up to 32
+        (:class:`~analysis_core.stats.class_jackknife.ClassReplicates`): its passes, run once and
+        shared by every evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`,
+        :meth:`with_design`, :meth:`with_grouped`)."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_replicates
+
+        max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
+        key = ("class-jackknife", max_groups, seed)
+        reps = self._ks_free.get(key)
+        if reps is None or not reps.covers(self.ks):
+            reps = self._ks_free[key] = class_replicates(self, max_groups=max_groups, seed=seed, progress=progress)
+        return reps
 
     def with_grouped(self, grouped: dict) -> Evaluation:
         """This evaluation with Grouped Recall results attached (``grouped``: method ->
         :class:`~analysis_core.stats.grouped_recall.GroupedRecall`), as if ``evaluate`` had been
         given the group size: the summaries computed so far are shared (they depend on the pass
         alone), so attaching another group size recomputes nothing."""
-        out = replace(self, grouped=grouped)
-        object.__setattr__(out, "_summaries", self._summaries)  # frozen: the one cache, shared
-        return out
+        return self._sharing(replace(self, grouped=grouped), self._summaries)
 
     def with_ks(self, ks: tuple[int, ...]) -> Evaluation:
         """This evaluation at cutoffs ``ks`` (Recall@K, P@k; 1 is always added): equal to
@@ -305,7 +336,9 @@ class Evaluation:
         least 128 unless that exceeded the memory budget, ``CUTOFF_MB`` over all methods, and
         never below 32);
         beyond it, or when a pass kept none, the evaluation runs again. Grouped Recall@K, which
-        runs its own passes over groups of classes, is recomputed at the new cutoffs."""
+        runs its own passes over groups of classes, kept its groups' recalls at every cutoff up to
+        32 (:meth:`~analysis_core.stats.grouped_recall.GroupedRecall.with_ks`); beyond, its passes
+        run again."""
         from .engine.cutoffs import answers, with_cutoffs
 
         given = check_ks(ks)
@@ -316,18 +349,36 @@ class Evaluation:
         if provenance is not None and "ks" in provenance.get("options", {}):
             provenance["options"]["ks"] = list(given)
         if not all(answers(r, ks) for r in self.results.values()):
-            return replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance, design=self.design)
+            # the same items and settings: what the cutoffs do not change is shared all the same
+            return self._sharing(replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance,
+                                         design=self.design))
         results = {m: with_cutoffs(r, ks) for m, r in self.results.items()}
         grouped = None
         if self.grouped is not None:
             from .stats.grouped_recall import grouped_recall
 
             sub = self.items
-            grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks,
-                                         similarity=self.similarity, seed=g.seed, repeats=g.repeats, alpha=g.alpha,
-                                         loo_pass=results[m] if self.loo_pass(m) is not None else None)
-                       for m, g in self.grouped.items()}
-        return replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance)
+            grouped = {m: g.with_ks(ks) or grouped_recall(
+                sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks, similarity=self.similarity,
+                seed=g.seed, repeats=g.repeats, alpha=g.alpha, loo_pass=results[m] if self.loo_pass(m) is not None
+                else None, keep_cutoffs=True) for m, g in self.grouped.items()}
+        return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
+
+    def at_alpha(self, alpha: float) -> Evaluation:
+        """This evaluation at level ``alpha``: equal to ``evaluate(..., alpha=alpha)`` with the
+        other settings unchanged. No pass depends on the level: the passes and what the cutoffs do
+        not change (the class jackknife's replicates) are shared, Grouped Recall's intervals are
+        recomputed from its groups (:meth:`~analysis_core.stats.grouped_recall.GroupedRecall.at_alpha`),
+        the summaries at the new level on request."""
+        alpha = check_alpha(alpha)
+        if alpha == self.alpha:
+            return self
+        provenance = copy.deepcopy(self.provenance)
+        if provenance is not None and "alpha" in provenance.get("options", {}):
+            provenance["options"]["alpha"] = alpha
+        grouped = None if self.grouped is None else {m: g.at_alpha(alpha) for m, g in self.grouped.items()}
+        return self._sharing(replace(self, alpha=alpha, grouped=grouped, provenance=provenance,
+                                     settings={**self.settings, "alpha": alpha}))
 
     def _method_summary(self, method: str, alpha: float) -> dict:
         r = self.results[method]
@@ -562,7 +613,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         plain = isq is None and isg is None and precision == "float32"  # the pass of a group of every class
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha,
-                                     loo_pass=results[m] if plain else None)
+                                     loo_pass=results[m] if plain else None, keep_cutoffs=True)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,

@@ -9,13 +9,16 @@ Two data sets: the 600-class demo, and an upload given to the real file uploader
 ``--methods`` for others, e.g. the 100 000 x 768 upload of issue 30).
 
 The Overview page times the sidebar's own controls: the cutoffs K (a view of the stored passes,
-:meth:`analysis_core.Evaluation.with_ks`) and α.
+:meth:`analysis_core.Evaluation.with_ks`, and of the class jackknife's replicates), α and the unit
+of inference; the Statistics page K too (its analysis takes every metric's column).
 
 AppTest always reruns the whole script, so a control inside an ``st.fragment`` (which in the
 browser reruns only its fragment) is timed here at its full-rerun cost: an upper bound.
 
 Usage: ``python benchmarks/bench_dashboard.py [--only demo|upload] [--pages overview,statistics,...]
-[--items N --dim D --classes C --methods M]``.
+[--items N --dim D --classes C --methods M] [--unit class|query]`` (``--unit query``: the data
+opened at the query unit, so that no class jackknife runs — its first run costs a pass per method
+and group of classes, 60 passes of the data by default).
 The load average is printed: on a shared machine absolute times are inflated."""
 
 from __future__ import annotations
@@ -81,15 +84,20 @@ def setter(kind: str, label: str, value: object, *, key: str | None = None) -> C
     return set_
 
 
+def cutoffs() -> tuple[str, list[Callable[[AppTest], object]]]:
+    return ("Cutoffs K (sidebar)", [setter("multiselect", "", v, key="ks")
+                                    for v in ([1, 2, 4, 8, 16], [1, 32], [1, 2], [1, 2, 4, 8])])
+
+
 def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest], object]]]]:
     """(control, [changes]) for the page, each change a new value; read from the opened page."""
     if page == "overview":
         return [
-            ("Cutoffs K (sidebar)", [setter("multiselect", "", v, key="ks")
-                                     for v in ([1, 2, 4, 8, 16], [1, 32], [1, 2], [1, 2, 4, 8])]),
+            cutoffs(),
             ("Significance level α (sidebar)", [setter("select_slider", "", v, key="alpha")
                                                 for v in (0.01, 0.1, 0.05)]),
-        ]
+        ] + ([("Unit of inference (sidebar)", [setter("radio", "", v, key="unit") for v in ("query", "class")])]
+             if at.radio(key="unit").value == "class" else [])  # from query, the first jackknife: not a rerun
     if page == "statistics":
         methods = widget(at, "multiselect", "Methods").options
         classes = widget(at, "multiselect", "Classes").options
@@ -107,6 +115,7 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
             ("Seed", [setter("number_input", "Seed", v) for v in (1, 2, 3, 4)]),
             ("Significance level α (sidebar)", [setter("select_slider", "", v, key="alpha")
                                                 for v in (0.01, 0.1, 0.05)]),
+            cutoffs(),
         ]
     if page == "per_query":
         methods = widget(at, "multiselect", "Methods").options
@@ -152,8 +161,9 @@ PAGES = {"overview": "views/overview.py", "statistics": "views/statistics.py", "
          "class_count": "views/class_count.py", "pr_bands": "views/pr_bands.py"}
 
 
-def open_data(name: str, upload: bytes | None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=900).run()
+def open_data(name: str, upload: bytes | None, unit: str = "class") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=3600).run()
+    at.radio(key="unit").set_value(unit).run()
     if upload is None:
         at.radio(key="data_source").set_value(name).run()
     else:
@@ -163,9 +173,9 @@ def open_data(name: str, upload: bytes | None) -> AppTest:
     return at
 
 
-def bench(name: str, upload: bytes | None, pages: list[str], rows: list[tuple]) -> None:
+def bench(name: str, upload: bytes | None, pages: list[str], rows: list[tuple], unit: str = "class") -> None:
     t = time.perf_counter()
-    at = open_data(name, upload)
+    at = open_data(name, upload, unit)
     opened = time.perf_counter() - t
     print(f"[{name}] opened (upload, load, first pass): {opened:.2f} s", flush=True)
     rows.append((name, "sidebar", "(open: upload, load, first pass)", opened, opened, None))
@@ -193,19 +203,22 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=D_UPLOAD)
     ap.add_argument("--classes", type=int, default=C_UPLOAD)
     ap.add_argument("--methods", type=int, default=3, choices=(1, 2, 3))
+    ap.add_argument("--unit", default="class", choices=("class", "query"),
+                    help="the sidebar's unit of inference when the data are opened (query: no class jackknife, "
+                         "whose first run is one pass per method and class, 60 passes of the data)")
     args = ap.parse_args()
     pages = args.pages.split(",")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     rows: list[tuple] = []
     if args.only in (None, "demo"):
-        bench("many_classes", None, pages, rows)
+        bench("many_classes", None, pages, rows, args.unit)
     if args.only in (None, "upload"):
         with tempfile.TemporaryDirectory() as tmp:
             name = f"upload_{args.items // 1000}k"
             data = upload_npz(Path(tmp) / f"bench{name}.npz", args.items, args.dim, args.classes, args.methods)
             print(f"upload: {args.items} x {args.dim} float32, {args.classes} classes, {args.methods} method(s), "
                   f"{len(data) / 2**20:.0f} MB", flush=True)
-            bench(name, data, pages, rows)
+            bench(name, data, pages, rows, args.unit)
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\n| data | page | control | median s | max s | verdict (< {MEDIAN_S:g} s median, < {MAX_S:g} s max) |")
     print("|---|---|---|---|---|---|")

@@ -8,7 +8,9 @@ which key).
   recall points, query sample, seed, significance level, and the design table's content when it is
   not the one the method names give). Every result derived from an evaluation (PR bands, the
   class-count sweep, split and class-subset evaluations) is keyed by the token plus its own
-  parameters, so no derived result can outlive a change of data or settings.
+  parameters, so no derived result can outlive a change of data or settings. What a setting does
+  not enter is keyed without it and answered as a view: passes without α and K (new cutoffs from
+  the tie blocks the passes kept, a new level from their per-query values and groups).
 * **Validated before cached.** A dataset enters the store only after the loader's checks and
   :func:`analysis_core.io.validate` for the chosen similarity; a refused upload keeps nothing (and
   a stored dataset refused under another similarity is dropped with everything derived from it).
@@ -174,12 +176,17 @@ def compute(mode: str, workers: int, address: str):
     return DaskCompute(scheduler=address).start()
 
 
+#: the level every stored evaluation is run at: α never enters a pass, and another level is a view
+#: (``Evaluation.summary(alpha)``, :meth:`~analysis_core.Evaluation.at_alpha`: :func:`_at_alpha`)
+BASE_ALPHA = 0.05
+
+
 def _evaluation_key(token: Token) -> str:
     """The key of the token's evaluation: α never enters the pass (the summary's intervals take it
     at the accessor: ``Evaluation.summary(alpha)``), and without a query sample neither does the
     seed, so one evaluation serves them all."""
     sampled = token.query_sample is not None
-    return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=0.05).key
+    return dataclasses.replace(token, seed=token.seed if sampled else 0, alpha=BASE_ALPHA).key
 
 
 def _without_ks(token: Token) -> Token:
@@ -187,6 +194,27 @@ def _without_ks(token: Token) -> Token:
     from the tie blocks its passes kept, :meth:`Evaluation.with_ks`; :func:`_at_ks`) and what is
     derived from their K-free parts (PR bands, the class-count passes and sweep)."""
     return dataclasses.replace(token, ks=())
+
+
+def _passes_of(token: Token) -> Token:
+    """The token of passes run at :data:`BASE_ALPHA`, with Grouped Recall's intervals and the
+    summaries at the token's α a view of them (:func:`_at_alpha`), at its cutoffs a view too."""
+    return dataclasses.replace(_without_ks(token), alpha=BASE_ALPHA)
+
+
+def _at_alpha(token: Token, key: str, ev: Evaluation) -> Evaluation:
+    """``ev`` (run at :data:`BASE_ALPHA`, stored under ``key``) at the token's α, its summaries
+    computed (Grouped Recall's intervals from its groups: no pass), kept under ``key`` and α."""
+    if ev.alpha == token.alpha:
+        return ev
+
+    def view(progress: Progress) -> Evaluation:
+        out = ev.at_alpha(token.alpha)
+        for m in out.methods:
+            out.method_summary(m)  # kept by the evaluation: here, not in the page's script
+        return out
+
+    return STORE.result(f"{key}/alpha/{token.alpha!r}", view, group=token.data, label="Recomputing the intervals")
 
 
 def _at_ks(token: Token, key: str, ev: Evaluation) -> Evaluation:
@@ -210,10 +238,25 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
 
     def run(progress: Progress) -> Evaluation:
         return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
-                        query_sample=token.query_sample, seed=token.seed, alpha=0.05, compute=compute,
+                        query_sample=token.query_sample, seed=token.seed, alpha=BASE_ALPHA, compute=compute,
                         split=token.split, progress=progress, precision=token.precision)
 
     return _designed(token, _at_ks(token, key, STORE.result(key, run, group=token.data, label="Evaluating")))
+
+
+def class_jackknife(token: Token, ev: Evaluation):
+    """The evaluation's jackknife over classes (:meth:`~analysis_core.Evaluation.class_jackknife`,
+    the intervals and comparisons at the class unit), with its progress: its replicates
+    (:meth:`~analysis_core.Evaluation.class_replicates`: one pass per method and group of classes)
+    stored once whatever K and α (a request at a new K while they run waits for them), the
+    jackknife at the token's cutoffs a view of them. Stored in ``ev`` too, where every core
+    function that takes the evaluation finds it."""
+    key = _evaluation_key(_without_ks(dataclasses.replace(token, design=())))
+    reps = STORE.result(f"{key}/class-replicates", lambda p: ev.class_replicates(progress=p), group=token.data,
+                        label="Intervals over classes (a jackknife: a pass per method and class)")
+    return STORE.result(_evaluation_key(dataclasses.replace(token, design=())) + "/class-jackknife",
+                        lambda p: ev.class_jackknife(replicates=reps), group=token.data,
+                        label="Intervals over classes")
 
 
 def _designed(token: Token, ev: Evaluation) -> Evaluation:
@@ -221,11 +264,12 @@ def _designed(token: Token, ev: Evaluation) -> Evaluation:
 
 
 def split_evaluation(token: Token, ds: Dataset, split: str, group_size: int, seed: int) -> Evaluation:
-    # as evaluation(): neither the design nor the cutoffs enter the pass
-    key = _without_ks(dataclasses.replace(token, design=())).derived("split", split, group_size, seed)
-    return _designed(token, _at_ks(token, key, STORE.result(key, lambda p: evaluate(
+    # as evaluation(): neither the design nor the cutoffs nor α enter the pass
+    key = _passes_of(dataclasses.replace(token, design=())).derived("split", split, group_size, seed)
+    ev = _at_ks(token, key, STORE.result(key, lambda p: evaluate(
         ds, similarity=token.similarity, ks=token.ks, split=split, group_size=group_size, seed=seed,
-        alpha=token.alpha, precision=token.precision), group=token.data, label=f"Evaluating split {split}")))
+        alpha=BASE_ALPHA, precision=token.precision), group=token.data, label=f"Evaluating split {split}"))
+    return _designed(token, _at_alpha(token, f"{key}/ks/{ev.ks!r}", ev))
 
 
 def runs(token: Token, evaluations: dict[str, Evaluation], select_on: str | None = None,
@@ -273,11 +317,11 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
 
     def run(p: Progress) -> Evaluation:
         ev = evaluate(ds, similarity=token.similarity, ks=(1,), methods=[method], max_classes=n_classes, seed=seed,
-                      alpha=token.alpha, precision=token.precision, query_sample=sample, progress=p)
+                      alpha=BASE_ALPHA, precision=token.precision, query_sample=sample, progress=p)
         ev.method_summary(method)  # kept by the evaluation (with_grouped shares it): here, in a guess too
         return ev
 
-    return _without_ks(token).derived("subset", method, n_classes, seed, sample), run
+    return _passes_of(token).derived("subset", method, n_classes, seed, sample), run
 
 
 def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int,
@@ -292,9 +336,9 @@ def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size:
     # the rows evaluate(max_classes=n_classes) draws (all of them, whatever the seed, when it is every class)
     rows = ev.rows if ev is not None else np.sort(sample_classes(ds.label_codes, n_classes, seed))
     sub = ds if rows.size == ds.n_items else ds.subset(rows)
-    return _without_ks(token).derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
+    return _passes_of(token).derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
         sub.embeddings[method], sub.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
-        seed=seed, repeats=1, alpha=token.alpha, loo_pass=None if ev is None else ev.loo_pass(method))
+        seed=seed, repeats=1, alpha=BASE_ALPHA, loo_pass=None if ev is None else ev.loo_pass(method))
 
 
 def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
@@ -308,7 +352,8 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
     seed=seed, query_sample=subset_sample(...))``, in two stored parts: the pass over the sampled
     classes (which the group size does not change) and Grouped Recall@1 for the group size — so
     that moving the group size slider does not repeat the pass. The two run at the same time
-    (each has serial stretches the other fills) unless Grouped Recall reads the pass."""
+    (each has serial stretches the other fills) unless Grouped Recall reads the pass. Both run at
+    :data:`BASE_ALPHA`; another α is a view of them (:func:`_at_alpha`: no pass)."""
     key, fn = _subset(token, ds, method, n_classes, seed, exact)
     if _needs_pass(ds, n_classes, group_size):
         ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
@@ -318,7 +363,7 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
         ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"),
                                 (*_grouped(token, ds, method, n_classes, group_size, seed), "Grouped Recall@1")],
                                group=token.data)
-    return ev.with_grouped({method: gr})
+    return _at_alpha(token, f"{key}/grouped/{group_size}", ev.with_grouped({method: gr}))
 
 
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum
@@ -326,7 +371,7 @@ SWEEP_MAX_REPEATS = 5  # the page's slider maximum
 
 def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False):
     sample = None if exact else SAMPLE_QUERIES
-    return _without_ks(token).derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
+    return _passes_of(token).derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
         ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
         similarity=token.similarity, query_sample=sample, exact_up_to=EXACT_ITEMS, progress=p)
 
@@ -338,7 +383,7 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int,
     new run)."""
     sample = None if exact else SAMPLE_QUERIES
     for more in range(SWEEP_MAX_REPEATS, repeats, -1):
-        e = STORE.entry(_without_ks(token).derived("sweep", method, group_size, more, sample))
+        e = STORE.entry(_passes_of(token).derived("sweep", method, group_size, more, sample))
         if e is not None:
             return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
     key, fn = _sweep(token, ds, method, group_size, repeats, exact)
@@ -444,6 +489,14 @@ def _metrics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame) -
     return metrics[metrics["query"].isin(ap["query"])].reset_index(drop=True)
 
 
+def _jackknife_first(token: Token, ev: Evaluation, selection: tuple) -> None:
+    """The class unit's jackknife (which the analysis of several methods reads), run as a request
+    with its progress before the analyses that read it, requested or guessed: otherwise each would
+    run its passes (the first time, one per method and group of classes) while another does."""
+    if selection[3] == "class" and len(selection[0]) > 1:
+        class_jackknife(token, ev)
+
+
 def _prepared_key(token: Token, selection: tuple) -> str:
     return f"{_evaluation_key(token)}/statistics-prepared/{selection!r}"
 
@@ -457,6 +510,7 @@ def statistics(token: Token, ev: Evaluation, selection: tuple, ap: pd.DataFrame)
     permutation p-values are kept by the core for the same differences). The every-metric table
     for the paired tests is built inside, only when the prepared part is not stored."""
     selection = _statistics_selection(selection)
+    _jackknife_first(token, ev, selection)
     key = token.derived("statistics", *selection)
     prepared = STORE.result(*_prepared(token, ev, selection, ap), group=token.data, label="Running the statistics")
     return STORE.result(key, lambda p: prepared.at(token.alpha), group=token.data, label="Running the statistics")
@@ -473,6 +527,7 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
     every = _statistics_selection((ev.methods, selection[1], selection[2], selection[3]))
     if every[0] == _statistics_selection(selection)[0]:
         return
+    _jackknife_first(token, ev, every)
 
     def run(progress: Progress) -> PreparedAnalysis:
         ap = selection_frame(ap_frame(ev, list(every[0])), every)
@@ -486,6 +541,8 @@ def prefetch_statistics(token: Token, ev: Evaluation, selection: tuple) -> None:
 
 
 def checkpoints(token: Token, ev: Evaluation, unit: str = "class") -> CheckpointAnalysis:
+    if unit == "class":
+        class_jackknife(token, ev)  # its passes with their progress, then read by checkpoint_analysis
     return STORE.result(token.derived("checkpoints", unit), lambda p: checkpoint_analysis(
         {token.split or "all": ev}, token.alpha, unit=unit), group=token.data, label="Comparing checkpoints")
 

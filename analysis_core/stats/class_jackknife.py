@@ -37,8 +37,10 @@ here (null rejection 0.087-0.136 at α = 0.05 on leave-one-out 8 x 8: the pseudo
 bias-corrected estimate, far noisier than θ when deleting a class changes every ranking), the t
 test centred on θ is (0.003-0.036, conservative).
 
-The replicates are computed once per evaluation (G passes per method); the level α enters only in
-the accessors (:meth:`ClassJackknife.intervals`, :meth:`ClassJackknife.differences`).
+The replicates are computed once per evaluation (G passes per method; :class:`ClassReplicates`,
+at every cutoff up to 32 besides the evaluation's, so that new cutoffs K are a view of them); the
+level α enters only in the accessors (:meth:`ClassJackknife.intervals`,
+:meth:`ClassJackknife.differences`).
 """
 
 from __future__ import annotations
@@ -197,29 +199,46 @@ def class_groups(labels: np.ndarray, max_groups: int, seed: int) -> list[np.ndar
     return [np.sort(classes[order[g::max_groups]]) for g in range(max_groups)]
 
 
-def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, progress=None) -> ClassJackknife:
-    """The class jackknife of every method and per-query summary metric of the evaluation ``ev``
-    (an :class:`~analysis_core.evaluation.Evaluation`; its split, class sample, roles, similarity,
-    cutoffs and precision). Costs one engine pass per method and group. Undefined (``why``) with
-    fewer than :data:`MIN_CLASSES` classes with a scored query, or with a query sample (whose
-    design is a stratified sample of queries, not of classes)."""
+@dataclass(frozen=True)
+class ClassReplicates:
+    """What the cutoffs K do not change of a jackknife over classes: its groups and, for each group
+    deleted, the mean over the scored queries of every per-query mean and hit rate (``columns``)
+    of every method's pass (``means``: (groups, methods, columns)), at the cutoffs ``ks``. A
+    jackknife at any cutoffs among ``ks`` is a view of it (:func:`class_jackknife`): new cutoffs
+    run no pass.
+    ``why``: why class-level inference is undefined (empty when defined; then no group)."""
+
+    methods: tuple[str, ...]
+    columns: tuple[str, ...]
+    ks: tuple[int, ...]
+    means: np.ndarray
+    groups: list[list]
+    n_classes: int
+    why: str = ""
+    notes: tuple[str, ...] = ()
+
+    def covers(self, ks: tuple[int, ...]) -> bool:
+        """Whether the replicates hold every cutoff column of ``ks``."""
+        return set(ks) <= set(self.ks)
+
+
+def class_replicates(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, progress=None) -> ClassReplicates:
+    """The delete-a-group replicates of the evaluation ``ev`` (see the module docstring): one engine
+    pass per method and group of classes on the remaining items, with ``ev``'s split, class
+    sample, roles, similarity and precision, at its cutoffs and every cutoff up to
+    :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (the dashboard's; a cutoff column
+    costs the pass little next to its products), so that :meth:`~analysis_core.Evaluation.with_ks`
+    within them keeps them. No pass when class-level inference is undefined (``why``): with fewer
+    than :data:`MIN_CLASSES` classes with a scored query, or with a query sample (whose design is
+    a stratified sample of queries, not of classes)."""
     from ..engine.core import run_pass
+    from ..engine.cutoff_plan import CUTOFF_FLOOR
     from ..metrics.registry import query_columns
 
     max_groups = check_int(max_groups, "max_groups (jackknife groups of classes)", 2)
-    cols = [m for m in query_columns(ev.ks) if m.kind in ("mean", "hit")]
-    methods = ev.methods
-    names = [m.name for m in cols]
-    kinds = [m.kind for m in cols]
-    estimate = np.full((len(methods), len(cols)), np.nan)
-    n_scored = tuple(int(np.sum(ev.results[m].values[:, 0] > 0)) for m in methods)
-    for i, m in enumerate(methods):
-        r = ev.results[m]
-        keep = r.values[:, 0] > 0
-        for j, c in enumerate(cols):
-            v = r.values[keep, r.columns.index(c.column)]
-            estimate[i, j] = fsum_mean(v)
-
+    ks = tuple(sorted({*ev.ks, *range(1, CUTOFF_FLOOR + 1)}))
+    columns = tuple(m.column for m in query_columns(ks) if m.kind in ("mean", "hit") and m.column is not None)
+    methods = tuple(ev.methods)
     ds = ev.dataset
     labels = ds.label_codes[ev.rows]
     r0 = next(iter(ev.results.values()))
@@ -233,11 +252,10 @@ def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, 
         why = (f"undefined: {scored_classes.size} class(es) with a scored query; inference over classes needs at "
                f"least {MIN_CLASSES} (deleting one of two classes leaves no retrieval problem)")
     if why:
-        return ClassJackknife(methods, names, kinds, estimate, np.empty((0, len(methods), len(cols))), [], n_classes,
-                              why, n_scored=n_scored)
+        return ClassReplicates(methods, columns, ks, np.empty((0, len(methods), len(columns))), [], n_classes, why)
     groups = class_groups(scored_classes, max_groups, seed)
     role = None if ds.role is None else ds.role[ev.rows]
-    reps = np.full((len(groups), len(methods), len(cols)), np.nan)
+    means = np.full((len(groups), len(methods), len(columns)), np.nan)
     done, total = 0, len(groups) * len(methods)
     for g, members in enumerate(groups):
         keep = ~np.isin(labels, members)
@@ -249,16 +267,47 @@ def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, 
             isg = np.isin(role[keep], ("gallery", "both"))
         for i, m in enumerate(methods):
             r = run_pass(ds.embeddings[m][sub_rows], codes, is_query=isq, is_gallery=isg, similarity=ev.similarity,
-                         ks=ev.ks, n_recall=2, n_bins=1, precision=ev.precision)
+                         ks=ks, n_recall=2, n_bins=1, precision=ev.precision)
             scored = r.values[:, 0] > 0
-            for j, c in enumerate(cols):
-                v = r.values[scored, r.columns.index(c.column)]
-                reps[g, i, j] = fsum_mean(v)
+            for j, c in enumerate(columns):
+                means[g, i, j] = fsum_mean(r.values[scored, r.columns.index(c)])
             done += 1
             if progress is not None:
                 progress(done, total, f"class jackknife: {m}")
-    notes = []
+    notes: tuple[str, ...] = ()
     if len(groups) < scored_classes.size:
-        notes.append(f"{scored_classes.size} classes in {len(groups)} jackknife groups (seed {seed})")
-    return ClassJackknife(methods, names, kinds, estimate, reps, [list(x) for x in groups], n_classes, "", notes,
-                          n_scored)
+        notes = (f"{scored_classes.size} classes in {len(groups)} jackknife groups (seed {seed})",)
+    return ClassReplicates(methods, columns, ks, means, [list(x) for x in groups], n_classes, "", notes)
+
+
+def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, progress=None,
+                    replicates: ClassReplicates | None = None) -> ClassJackknife:
+    """The class jackknife of every method and per-query summary metric of the evaluation ``ev``
+    (an :class:`~analysis_core.evaluation.Evaluation`; its split, class sample, roles, similarity,
+    cutoffs and precision): its estimates from ``ev``, its replicates from ``replicates`` (the
+    :func:`class_replicates` of ``ev`` or of ``ev`` at other cutoffs that cover ``ev``'s:
+    :meth:`ClassReplicates.covers`) or, without them, from :func:`class_replicates` (one engine
+    pass per method and group)."""
+    from ..metrics.registry import query_columns
+
+    if replicates is None or not replicates.covers(ev.ks):
+        replicates = class_replicates(ev, max_groups=max_groups, seed=seed, progress=progress)
+    cols = [m for m in query_columns(ev.ks) if m.kind in ("mean", "hit")]
+    methods = ev.methods
+    names = [m.name for m in cols]
+    kinds = [m.kind for m in cols]
+    estimate = np.full((len(methods), len(cols)), np.nan)
+    n_scored = tuple(int(np.sum(ev.results[m].values[:, 0] > 0)) for m in methods)
+    for i, m in enumerate(methods):
+        r = ev.results[m]
+        keep = r.values[:, 0] > 0
+        for j, c in enumerate(cols):
+            v = r.values[keep, r.columns.index(c.column)]
+            estimate[i, j] = fsum_mean(v)
+    if replicates.why:
+        reps = np.empty((0, len(methods), len(cols)))
+    else:
+        at = [replicates.columns.index(c.column) for c in cols]
+        reps = replicates.means[:, [replicates.methods.index(m) for m in methods]][:, :, at]
+    return ClassJackknife(methods, names, kinds, estimate, reps, replicates.groups, replicates.n_classes,
+                          replicates.why, list(replicates.notes), n_scored)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
+from ..engine.cutoff_plan import CUTOFF_FLOOR
+from ..engine.cutoffs import answers, with_cutoffs
 from ..engine.results import PassResult
 from ..numerics import fsum_mean
 from .quantiles import t_quantile
@@ -40,6 +42,23 @@ class GroupedRecall:
     table: pd.DataFrame
     per_group: pd.DataFrame
     seed: int = 0  # of the partitions
+    #: ``per_group`` at every cutoff the groups' passes computed (the given ones and up to
+    #: CUTOFF_FLOOR): :meth:`with_ks` among them is a view
+    every_k: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    def with_ks(self, ks: tuple[int, ...]) -> GroupedRecall | None:
+        """These groups' results at cutoffs ``ks``, equal to :func:`grouped_recall` given them,
+        without a pass; None when the groups' passes did not compute every one of them."""
+        ks = tuple(sorted({int(k) for k in ks}))
+        if self.every_k is None or not set(ks) <= set(self.every_k["k"].tolist()):
+            return None
+        per_group = self.every_k[self.every_k["k"].isin(ks)].reset_index(drop=True)
+        return replace(self, table=_table(per_group, ks, self.alpha), per_group=per_group)
+
+    def at_alpha(self, alpha: float) -> GroupedRecall:
+        """These groups' results with the intervals at level ``alpha`` (the level enters nothing
+        else): equal to :func:`grouped_recall` given ``alpha``, without its passes."""
+        return self if alpha == self.alpha else replace(self, alpha=alpha, table=_intervals(self.table, alpha))
 
     def summary_frame(self) -> pd.DataFrame:
         """One row per k: group_size, k, mean, its interval, chance level, groups (a copy)."""
@@ -68,7 +87,7 @@ def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
 
 def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
                    similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05,
-                   loo_pass: PassResult | None = None) -> GroupedRecall:
+                   loo_pass: PassResult | None = None, keep_cutoffs: bool = False) -> GroupedRecall:
     """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
 
     With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
@@ -79,22 +98,35 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     (every item a query and in the gallery), in float32, with ``similarity``: a group holding
     every class (``group_size`` = the number of classes) is exactly that retrieval problem, so
     its Recall@K is read from it instead of run again (the engine's per-query values do not depend
-    on threads, blocks or the PR grid). Used when its cutoffs include every k of ``ks``.
+    on threads, blocks or the PR grid). Used when its cutoffs include every k of ``ks`` or its
+    kept tie blocks answer them (:func:`~analysis_core.engine.cutoffs.answers`).
+
+    ``keep_cutoffs``: also keep the groups' Recall@K at every cutoff up to
+    :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (:attr:`GroupedRecall.every_k`), so that
+    :meth:`GroupedRecall.with_ks` among them runs no pass (what :func:`~analysis_core.evaluate`
+    asks for; a hit-rate column costs the passes little, its rows and chance levels ~1 ms a group).
     """
     codes = np.asarray(codes)
     classes = np.unique(codes)
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     ks = tuple(sorted({int(k) for k in ks}))
-    reuse = loo_pass is not None and loo_pass.query_items.size == codes.size and all(
-        f"recall_at_{k}" in loo_pass.columns for k in ks)
+    kept = tuple(sorted({*ks, *range(1, CUTOFF_FLOOR + 1)})) if keep_cutoffs else ks
+    whole = None  # the group of every class, read from loo_pass
+    if loo_pass is not None and loo_pass.query_items.size == codes.size:
+        if all(f"recall_at_{k}" in loo_pass.columns for k in kept):
+            whole = loo_pass
+        elif answers(loo_pass, kept):
+            whole = with_cutoffs(loo_pass, kept)
+        elif all(f"recall_at_{k}" in loo_pass.columns for k in ks):
+            whole, kept = loo_pass, ks
     jobs = [(r, g, np.nonzero(np.isin(codes, members))[0])
             for r, groups in _partitions(classes, group_size, seed, repeats) for g, members in enumerate(groups)]
 
     def one(idx: np.ndarray) -> PassResult:
-        if reuse and loo_pass is not None and idx.size == codes.size:  # reuse: there is one
-            return loo_pass
-        return run_pass(X[idx], codes[idx], similarity=similarity, ks=ks, n_recall=2, n_threads=1,
+        if whole is not None and idx.size == codes.size:
+            return whole
+        return run_pass(X[idx], codes[idx], similarity=similarity, ks=kept, n_recall=2, n_threads=1,
                         hit_rates_only=True)
 
     # the groups' passes, one thread each, on every core (a pass's values do not depend on it)
@@ -108,12 +140,20 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     for (r, g, idx), res in zip(jobs, passes, strict=True):
         scored = res.values[:, 0] > 0
         sizes = np.unique(codes[idx], return_counts=True)[1]
-        for k in ks:
+        for k in kept:
             col = res.columns.index(f"recall_at_{k}")
             v = res.values[scored, col]
             rows.append(dict(repeat=r, group=g, k=k, recall=fsum_mean(v),
                              n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
-    per_group = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
+    every_k = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
+    per_group = every_k if kept == ks else every_k[every_k["k"].isin(ks)].reset_index(drop=True)
+    return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
+                         else int(classes.size), _table(per_group, ks, alpha), per_group, seed,
+                         every_k if keep_cutoffs else None)
+
+
+def _table(per_group: pd.DataFrame, ks: tuple[int, ...], alpha: float) -> pd.DataFrame:
+    """:attr:`GroupedRecall.table` of the groups' recalls ``per_group`` at cutoffs ``ks``."""
     scored = per_group[per_group["recall"].notna()]
     k_of = scored["k"].to_numpy()
     out = []
@@ -124,18 +164,26 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
         sizes = by_rep.size()
         n_groups = int(sizes.min()) if len(part) else 0
         m = float(means.mean()) if len(means) else np.nan
-        lo = hi = sd = se = np.nan
+        sd = se = np.nan
         if n_groups > 1:
             sds = by_rep.std(ddof=1)
             sd = float(sds.mean())
             se = float((sds / np.sqrt(sizes)).mean())
-            half = t_quantile(1 - alpha / 2, n_groups - 1) * se
-            lo, hi = max(0.0, m - half), min(1.0, m + half)
-        out.append(dict(k=k, mean=m, sd=sd, se=se, ci_low=lo, ci_high=hi, n_groups=n_groups,
+        out.append(dict(k=k, mean=m, sd=sd, se=se, ci_low=np.nan, ci_high=np.nan, n_groups=n_groups,
                         repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,
                         chance=float(part["chance"].mean()) if len(part) else np.nan))
-    return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
-                         else int(classes.size), pd.DataFrame(out), per_group, seed)
+    return _intervals(pd.DataFrame(out), alpha)
+
+
+def _intervals(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """``table`` with ci_low, ci_high at level ``alpha``: mean +- t_{1-alpha/2, G-1} se, clipped to
+    [0, 1]; NaN with fewer than two groups."""
+    table = table.copy()
+    for i, r in table.iterrows():
+        if r["n_groups"] > 1:
+            half = t_quantile(1 - alpha / 2, int(r["n_groups"]) - 1) * r["se"]
+            table.loc[i, ["ci_low", "ci_high"]] = max(0.0, r["mean"] - half), min(1.0, r["mean"] + half)
+    return table
 
 
 def split_group_size(class_counts, requested: int = 10) -> int:

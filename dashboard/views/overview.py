@@ -12,7 +12,7 @@ from analysis_core.export.tables import csv_text
 from analysis_core.figures.runs import run_dots_figure
 from analysis_core.metrics.registry import label, metric_table
 from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
-from dashboard import components
+from dashboard import cache, components
 from dashboard.views.common import alpha, current, run_counts, runs, unit
 
 st.title("Retrieval evaluation")
@@ -54,9 +54,9 @@ if got is not None:
                        on_click="ignore")
     if not d.get("query_sample") and len(frame):
         u = unit()
-        with st.spinner("Intervals over classes (a jackknife: one pass per method and class)…"
-                        if u == "class" else "Intervals…"):
-            main = summary_frame({ev.split or "all": ev}, alpha(), unit=u)
+        if u == "class":
+            cache.class_jackknife(key, ev)  # its passes with their progress; summary_frame reads it from ev
+        main = summary_frame({ev.split or "all": ev}, alpha(), unit=u)
         n = int(main["n_units"].max()) if len(main) else 0
         units = "classes" if u == "class" else "queries"
         st.subheader(f"{100 * (1 - alpha()):g}% intervals — unit: {u} ({n:,} {units})")

@@ -385,6 +385,33 @@ def test_the_class_count_subset_is_the_evaluation_with_its_group_size_and_the_gr
             assert cache.STORE.computed == done + 1
 
 
+def test_the_class_count_page_at_another_alpha_runs_no_pass_and_equals_the_core(monkeypatch):
+    """α enters neither the pass over the sampled classes nor Grouped Recall's passes nor the
+    sweep: at a new α they are views (the same numbers as ``evaluate(..., alpha=new)``), and the
+    sweep is the stored one."""
+    import json
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-subset-alpha", similarity="cosine", ks=(1,), n_recall=11, query_sample=None,
+                      seed=0, alpha=0.05)
+    m = ds.methods[0]
+    cases = [(8, 3, 1), (10, 10, 0)]  # a group size below the class count, and one group of every class
+    wants = {(c, a): evaluate(ds, ks=(1,), methods=[m], max_classes=c, group_size=s, seed=seed, alpha=a)
+             for c, s, seed in cases for a in (0.01, 0.1)}
+    for c, s, seed in cases:
+        cache.subset_evaluation(tok, ds, m, c, s, seed)
+    sweep = cache.sweep(tok, ds, m, 3, 2)
+    calls = _count_passes(monkeypatch)
+    for c, s, seed in cases:
+        for a in (0.01, 0.1):
+            got = cache.subset_evaluation(dataclasses.replace(tok, alpha=a), ds, m, c, s, seed)
+            want = wants[(c, a)]
+            assert json.dumps(got.summary(), sort_keys=True) == json.dumps(want.summary(), sort_keys=True)
+            pd.testing.assert_frame_equal(got.grouped[m].table, want.grouped[m].table, check_exact=True)
+            assert cache.sweep(dataclasses.replace(tok, alpha=a), ds, m, 3, 2) is sweep
+    assert calls == []
+
+
 def test_the_class_count_summary_is_computed_once_with_its_pass_whatever_the_group_size(monkeypatch):
     """The subset's summary (its pair-statistic intervals cost a bootstrap under query sampling)
     is computed in the stored computation, and the evaluation with Grouped Recall attached for
@@ -458,30 +485,146 @@ def test_statistics_at_another_alpha_reuse_the_alpha_free_part_and_equal_the_cor
 
 
 def test_new_cutoffs_and_alpha_reuse_the_sidebars_passes_and_equal_the_core(monkeypatch):
-    """Changing K (or α) in the sidebar runs no pass of the evaluation, nor K one of a split's
-    (whose Grouped Recall@K, its own passes over groups of classes, follows K): the results equal
+    """Changing K or α in the sidebar runs no pass of the evaluation, nor of a split's (whose
+    Grouped Recall@K, its own passes over groups of classes, follows K and α): the results equal
     the core's evaluation at those settings."""
     import json
-
-    from analysis_core import evaluation as evaluation_module
 
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
     settings = [((1,), 0.05), ((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1, 2, 4, 8), 0.05)]
     wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
-    split_wants = {ks: w.within_split("test", 5, 0) for ks, w in wants.items()}
-    calls: list[str] = []
-    original = evaluation_module.run_pass
-    monkeypatch.setattr(evaluation_module, "run_pass", lambda *a, **k: calls.append("pass") or original(*a, **k))
+    split_wants = {(ks, a): evaluate(ds, ks=ks, alpha=a).within_split("test", 5, 0) for ks, a in settings}
+    calls = _count_passes(monkeypatch)
     tok = cache.Token(data="digits-ks-test", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11, query_sample=None,
                       seed=0, alpha=0.05)
     cache.evaluation(tok, ds)
     cache.split_evaluation(tok, ds, "test", 5, 0)
-    assert len(calls) == 2 * len(ds.methods)
+    first = len(calls)
+    assert first >= 2 * len(ds.methods)  # the two evaluations' passes (and Grouped Recall's)
     for ks, alpha in settings:
-        # a split's Grouped Recall interval takes α when it is computed: K alone changes there
-        for got, want, a in ((cache.evaluation(dataclasses.replace(tok, ks=ks, alpha=alpha), ds), wants[ks], alpha),
-                             (cache.split_evaluation(dataclasses.replace(tok, ks=ks), ds, "test", 5, 0),
-                              split_wants[ks], 0.05)):
+        t = dataclasses.replace(tok, ks=ks, alpha=alpha)
+        for got, want in ((cache.evaluation(t, ds), wants[ks]), (cache.split_evaluation(t, ds, "test", 5, 0),
+                                                                 split_wants[(ks, alpha)])):
             pd.testing.assert_frame_equal(got.per_query(), want.per_query(), check_exact=True)
-            assert json.dumps(got.summary(a), sort_keys=True) == json.dumps(want.summary(a), sort_keys=True)
-    assert len(calls) == 2 * len(ds.methods)  # no pass after the first
+            assert json.dumps(got.summary(alpha), sort_keys=True) == json.dumps(want.summary(alpha), sort_keys=True)
+    assert len(calls) == first  # no pass after the first
+
+
+def _count_passes(monkeypatch) -> list:
+    """Count every engine pass: the evaluation's, the class jackknife's, Grouped Recall's and the
+    class-count sweep's."""
+    from analysis_core import evaluation as evaluation_module
+    from analysis_core.engine import core
+    from analysis_core.stats import class_sweep, grouped_recall
+
+    calls: list[str] = []
+    original = core.run_pass
+    spy = lambda *a, **k: calls.append("pass") or original(*a, **k)  # noqa: E731
+    for module in (core, evaluation_module, grouped_recall, class_sweep):  # each imported run_pass by name
+        monkeypatch.setattr(module, "run_pass", spy)
+    return calls
+
+
+def test_the_class_jackknife_at_new_cutoffs_and_alpha_runs_no_pass_and_equals_the_core(monkeypatch):
+    """The Overview's intervals over classes and the Statistics page's class unit, after the
+    first jackknife: new cutoffs K (up to 32) and α run no pass, and equal the jackknife of a
+    fresh ``evaluate(..., ks=new)``."""
+    from analysis_core.export.main_table import summary_frame
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    settings = [((1, 2, 4, 8, 16, 32), 0.01), ((2, 8), 0.1), ((1,), 0.05), ((1, 2, 4, 8), 0.05)]
+    wants = {ks: evaluate(ds, ks=ks) for ks, _ in settings}
+    for want in wants.values():
+        want.class_jackknife()  # the oracle's passes, before they are counted
+    tok = cache.Token(data="digits-jackknife-ks", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    cache.class_jackknife(tok, cache.evaluation(tok, ds))
+    calls = _count_passes(monkeypatch)
+    for ks, alpha in settings:
+        t = dataclasses.replace(tok, ks=ks, alpha=alpha)
+        ev, want = cache.evaluation(t, ds), wants[ks]
+        got = cache.class_jackknife(t, ev)
+        pd.testing.assert_frame_equal(got.intervals(alpha), want.class_jackknife().intervals(alpha), check_exact=True)
+        pd.testing.assert_frame_equal(summary_frame({"all": ev}, alpha, unit="class"),
+                                      summary_frame({"all": want}, alpha, unit="class"), check_exact=True)
+        ap = ap_frame(ev, ev.methods)
+        selection = (tuple(ev.methods), tuple(sorted(ap["label"].unique())), None, "class")
+        stats = cache.statistics(t, ev, selection, ap)
+        pd.testing.assert_frame_equal(stats.paired, analyse(ap, alpha, metrics=metric_frame(want, want.methods),
+                                                            jackknife=want.class_jackknife()).paired, check_exact=True)
+    assert calls == []
+
+
+def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
+    """In the app: once the Overview has shown its intervals over classes (one jackknife), the
+    sidebar's cutoffs K, α and unit of inference, on the Overview, Statistics and Training pages,
+    run no pass."""
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at.radio(key="data_source").set_value("digits").run()
+    assert not at.exception and not at.error
+    assert any("unit: class" in h.value for h in at.subheader)
+    calls = _count_passes(monkeypatch)
+    for page in ("views/overview.py", "views/statistics.py", "views/training.py"):
+        at.switch_page(page).run()
+        for change in (lambda: at.multiselect(key="ks").set_value([1, 2, 16]),
+                       lambda: at.select_slider(key="alpha").set_value(0.01),
+                       lambda: at.radio(key="unit").set_value("query"),
+                       lambda: at.radio(key="unit").set_value("class"),
+                       lambda: at.multiselect(key="ks").set_value([1, 2, 4, 8]),
+                       lambda: at.select_slider(key="alpha").set_value(0.05)):
+            change()
+            at.run()
+            assert not at.exception and not at.error, page
+    assert calls == []
+
+
+def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypatch):
+    """A request at new cutoffs K made while the first jackknife runs (another session, or the
+    sidebar moved during its progress bar) waits for the same replicates instead of running them
+    again, and gets the jackknife of a fresh ``evaluate(..., ks=new)``; so does an evaluation that
+    does not share the first one's kept state (the stored replicates are handed to it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-jackknife-concurrent", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    other = dataclasses.replace(tok, ks=(1, 16))
+    want = evaluate(ds, ks=(1, 16)).class_jackknife()
+    pairs = [(tok, cache.evaluation(tok, ds)), (other, cache.evaluation(other, ds))]
+    calls = _count_passes(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda te: cache.class_jackknife(*te), pairs))
+    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    pd.testing.assert_frame_equal(got[1].intervals(), want.intervals(), check_exact=True)
+    fresh = evaluate(ds, ks=(2, 32))  # its own kept state: none
+    calls.clear()
+    jk = cache.class_jackknife(dataclasses.replace(tok, ks=(2, 32)), fresh)
+    assert calls == []
+    pd.testing.assert_frame_equal(jk.intervals(), evaluate(ds, ks=(2, 32)).class_jackknife().intervals(),
+                                  check_exact=True)
+
+
+def test_the_statistics_at_the_class_unit_share_the_jackknifes_passes_with_the_overview(monkeypatch):
+    """The Statistics page's analysis at the class unit, asked for while the Overview's jackknife
+    runs (or before it), waits for that jackknife's passes instead of running its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analysis_core.stats.analysis import analyse
+    from analysis_core.stats.variability import ap_frame, metric_frame
+
+    ds = load_files([ROOT / "demo_data" / "digits.npz"])
+    tok = cache.Token(data="digits-statistics-jackknife", similarity="cosine", ks=(1, 2, 4, 8), n_recall=11,
+                      query_sample=None, seed=0, alpha=0.05)
+    ev = cache.evaluation(tok, ds)
+    ap = ap_frame(ev, ev.methods)
+    selection = (tuple(ev.methods), tuple(sorted(ap["label"].unique())), None, "class")
+    want = analyse(ap, 0.05, metrics=metric_frame(ev, ev.methods), jackknife=evaluate(ds).class_jackknife()).paired
+    calls = _count_passes(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        stats = pool.submit(cache.statistics, tok, ev, selection, ap)
+        pool.submit(cache.class_jackknife, tok, ev).result()
+        got = stats.result().paired
+    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -147,3 +147,49 @@ def test_analyse_names_the_unit_and_query_unit_keeps_the_per_query_tests():
     assert (by_class.paired["unit"] == "class").all() and (by_class.paired["n_units"] == 8).all()
     with pytest.raises(ac.InputError, match="jackknife"):
         analyse(ap, metrics=long, unit="class")
+
+
+def _count_passes(monkeypatch) -> list:
+    from analysis_core.engine import core
+
+    calls: list = []
+    original = core.run_pass
+    monkeypatch.setattr(core, "run_pass", lambda *a, **k: calls.append(1) or original(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("roles", [False, True])
+def test_new_cutoffs_give_the_jackknife_of_a_fresh_evaluation_without_a_pass(roles, monkeypatch):
+    """The jackknife of ``with_ks(new)`` is a view of the replicates kept for the old cutoffs: the
+    same intervals and differences as the jackknife of a fresh ``evaluate(..., ks=new)``, exactly,
+    with no pass; its new cutoff columns equal each class deleted and the rest evaluated again at
+    the new cutoffs (brute force). Cutoffs beyond those kept (above 32) run the replicates again."""
+    X, y, role = _data(n_classes=7, per_class=6, roles=roles)
+    kw = {} if role is None else {"role": role}
+    base = ac.evaluate(X, y, ks=(1, 2, 4, 8), **kw)
+    base.class_jackknife()
+    new = [(3, 5, 16), (1,), (2, 32), (1, 2, 4, 8, 16, 32)]
+    fresh = {ks: ac.evaluate(X, y, ks=ks, **kw).class_jackknife() for ks in new}
+    calls = _count_passes(monkeypatch)
+    for ks, want in fresh.items():
+        got = base.with_ks(ks).with_design(None).class_jackknife()
+        assert got.metrics == want.metrics and got.groups == want.groups
+        np.testing.assert_array_equal(got.replicates, want.replicates)
+        np.testing.assert_array_equal(got.estimate, want.estimate)
+        for a in (0.01, 0.05):
+            pd.testing.assert_frame_equal(got.intervals(a), want.intervals(a), check_exact=True)
+            pd.testing.assert_frame_equal(got.differences(a), want.differences(a), check_exact=True)
+    assert calls == []
+    for g, c in enumerate(sorted(set(y))):  # brute force at the new cutoffs (one class per group)
+        keep = y != c
+        pq = ac.evaluate({m: x[keep] for m, x in X.items()}, y[keep], ks=(3, 5, 16),
+                         **({} if role is None else {"role": role[keep]})).per_query().query("n_positives > 0")
+        jk = fresh[(3, 5, 16)]
+        for i, m in enumerate(jk.methods):
+            for name, col in (("precision_at_16", "precision_at_16"), ("recall_at_5", "recall_at_5")):
+                want_mean = pq.loc[pq["method"] == m, col].mean()
+                assert jk.replicates[g, i, jk.metrics.index(name)] == pytest.approx(want_mean, abs=1e-12)
+    deep = base.with_ks((1, 40)).class_jackknife()
+    assert len(calls) == 7 * 2  # one pass per class and method: 40 is beyond the kept cutoffs
+    pd.testing.assert_frame_equal(deep.intervals(), ac.evaluate(X, y, ks=(1, 40), **kw).class_jackknife().intervals(),
+                                  check_exact=True)

@@ -96,6 +96,56 @@ def test_new_cutoffs_equal_a_fresh_evaluation_without_a_pass(case, monkeypatch):
     assert base.with_ks((8, 4, 2, 1, 1)) is base  # the same cutoffs: the same evaluation
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_a_new_level_equals_a_fresh_evaluation_without_a_pass(case, monkeypatch):
+    """``at_alpha``: every result at another α (query-sample intervals, Grouped Recall's interval,
+    the class jackknife's) equals ``evaluate(..., alpha=new)``, and no pass runs (Grouped Recall's
+    counted too)."""
+    from analysis_core.stats import grouped_recall as grouped_module
+
+    ds, options = _data(case)
+    base = ac.evaluate(ds, ks=(1, 2, 4, 8), **options)
+    base.class_jackknife()
+    wants = {a: ac.evaluate(ds, ks=(1, 2, 4, 8), alpha=a, **options) for a in (0.01, 0.1)}
+    for want in wants.values():
+        want.class_jackknife()
+    calls = _no_pass(monkeypatch)
+    monkeypatch.setattr(grouped_module, "run_pass", lambda *a, **k: calls.append(1) or run_pass(*a, **k))
+    for a, want in wants.items():
+        got = base.at_alpha(a)
+        assert got.alpha == a
+        _same(got, want)
+        for m in (want.grouped or {}):
+            pd.testing.assert_frame_equal(got.grouped[m].table, want.grouped[m].table, check_exact=True)
+        pd.testing.assert_frame_equal(got.class_jackknife().intervals(a), want.class_jackknife().intervals(a),
+                                      check_exact=True)
+        _same(got.at_alpha(0.05), base)  # and back
+    assert calls == []
+    assert base.at_alpha(0.05) is base
+
+
+@pytest.mark.parametrize("case", ["grouped", "classes"])
+def test_grouped_recall_at_new_cutoffs_up_to_32_runs_none_of_its_passes(case, monkeypatch):
+    """Grouped Recall's groups kept their Recall@K at every cutoff up to CUTOFF_FLOOR: new cutoffs
+    among them run none of its passes, and equal a fresh ``evaluate(..., ks=new)``; beyond, its
+    passes run again (the same numbers)."""
+    from analysis_core.stats import grouped_recall as grouped_module
+
+    ds, options = _data(case)
+    base = ac.evaluate(ds, ks=(1, 2, 4, 8), **options)
+    new = [(3, 5, 16), (1,), (2, CUTOFF_FLOOR), (1, CUTOFF_FLOOR + 1)]
+    wants = {ks: ac.evaluate(ds, ks=ks, **options) for ks in new}
+    calls: list = []
+    monkeypatch.setattr(grouped_module, "run_pass", lambda *a, **k: calls.append(1) or run_pass(*a, **k))
+    for ks, want in wants.items():
+        got = base.with_ks(ks)
+        assert (calls == []) == (max(ks) <= CUTOFF_FLOOR)
+        for m in want.methods:
+            pd.testing.assert_frame_equal(got.grouped[m].per_group, want.grouped[m].per_group, check_exact=True)
+            pd.testing.assert_frame_equal(got.grouped[m].table, want.grouped[m].table, check_exact=True)
+        _same(got, want)
+
+
 def test_cutoff_columns_equal_the_expectation_over_each_positives_positions():
     """An outside oracle: Precision@k and Recall@K at cutoffs the pass was not given, summed over
     the positions each positive can take inside its tie block."""

@@ -83,7 +83,11 @@ def _difference_half_width(parts: list[tuple[float, int]], alpha: float) -> floa
     v = [s * s for s in se]
     if not all(math.isfinite(x) for x in v) or sum(v) == 0.0:
         return math.nan
-    nu = sum(v) ** 2 / sum(x * x / d for x, d in zip(v, df, strict=True) if x > 0)
+    # Welch-Satterthwaite is scale-free: the variances relative to the largest, so that tiny
+    # ones (squares below 1e-308) do not underflow to a zero denominator
+    top = max(v)
+    w = [x / top for x in v]
+    nu = sum(w) ** 2 / sum(x * x / d for x, d in zip(w, df, strict=True) if x > 0)
     return t_quantile(1 - alpha / 2, nu) * math.sqrt(sum(v))
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -180,6 +180,7 @@ def test_the_generalization_gap_interval_uses_each_splits_unclipped_standard_err
 
 @settings(max_examples=40, deadline=None)
 @given(a=st.lists(st.floats(0, 1), min_size=2, max_size=8), b=st.lists(st.floats(0, 1), min_size=2, max_size=8))
+@example(a=[0.0, 0.0], b=[0.0, 2.6e-146])  # variances whose squares underflow (found by hypothesis)
 def test_the_generalization_gap_interval_against_welchs_t_interval(a, b):
     """Against the Welch-Satterthwaite t interval of a difference of two independent means, computed
     here from the groups; undefined (NaN) when neither split's groups vary."""
@@ -189,7 +190,8 @@ def test_the_generalization_gap_interval_against_welchs_t_interval(a, b):
     if va + vb == 0:
         assert math.isnan(row["gap_r_minus_o_ci_low"]) and math.isnan(row["gap_r_minus_o_ci_high"])
         return
-    nu = (va + vb) ** 2 / sum(v * v / (len(x) - 1) for v, x in ((va, a), (vb, b)) if v > 0)
+    top = max(va, vb)  # Welch-Satterthwaite's df do not change with the scale; squares of 1e-292 underflow
+    nu = (va / top + vb / top) ** 2 / sum((v / top) ** 2 / (len(x) - 1) for v, x in ((va, a), (vb, b)) if v > 0)
     half = stats.t.ppf(0.975, nu) * math.sqrt(va + vb)
     d = np.mean(a) - np.mean(b)
     assert row["gap_r_minus_o_ci_low"] == pytest.approx(d - half, rel=1e-9, abs=1e-12)

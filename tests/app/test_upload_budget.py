@@ -5,6 +5,7 @@ concurrent loads and receipts never exceed it together; what it refuses is given
 
 from __future__ import annotations
 
+import copy
 import gc
 import io
 import threading
@@ -139,7 +140,8 @@ def test_the_upload_store_counts_and_a_dataset_viewing_a_file_counts_it_once(ser
     (name, data), = _npz(1.0, compressed=False)
     up = _upload(upload_store, name, data)
     assert ledger.held == len(data)
-    ds = cache.dataset("d", lambda: [(up.name, up.getvalue())], "cosine")
+    files = [(up.name, up.getvalue())]
+    ds = cache.dataset("d", lambda: files, "cosine")
     labels = 2 * N * 8  # the labels and their codes (int64): the dataset's own arrays
     assert len(data) + labels <= ledger.held - WORK < len(data) + labels + 1000  # not 2 x the file: a view
     upload_store.remove_file("s", up.file_id)
@@ -202,3 +204,25 @@ def test_a_load_refused_by_the_budget_gives_its_files_bytes_back(server, upload_
     assert upload_store.get_files("s", [files[1].file_id])[0].data == b""
     assert uploads.refusal(files) == str(e.value)
     assert ledger.held == uploads.dataset_bytes(kept) + WORK < len(files[0].getvalue()) + WORK + MB
+
+
+def test_the_dataset_reads_the_stores_bytes_not_the_widgets_copy(server, upload_store):
+    """Streamlit hands the script a deep copy of the uploader's value on every run (its bytes
+    copied): :func:`uploads.stored` gives the store's own bytes object and closes the copy."""
+    up = _upload(upload_store, "a.bin", bytes(3 * MB))
+    copy_ = copy.deepcopy(up)  # what st.file_uploader returns (session_state.register_widget)
+    assert copy_.getvalue() is not up.getvalue()  # the copy Streamlit makes holds its own bytes
+    got, = uploads.stored([copy_])
+    assert got.data is upload_store.get_files("s", ["a.bin"])[0].data and copy_.closed
+    assert (got.file_id, got.name, got.getvalue()) == ("a.bin", "a.bin", bytes(3 * MB))
+
+
+def test_a_removed_upload_is_closed_wherever_streamlit_kept_it(server, upload_store):
+    """Objects of a file the uploader no longer lists (Streamlit keeps the previous value until the
+    next rerun) are closed, so they stop holding its bytes; those of files still listed are not."""
+    kept, gone = _upload(upload_store, "kept.bin", b"k" * 100), _upload(upload_store, "gone.bin", b"g" * 100)
+    old_value = [UploadedFile(upload_store.get_files("s", [f])[0], None) for f in ("kept.bin", "gone.bin")]
+    uploads.let_go(uploads.stored([kept, gone]))
+    upload_store.remove_file("s", "gone.bin")
+    uploads.let_go(uploads.stored([UploadedFile(upload_store.get_files("s", ["kept.bin"])[0], None)]))
+    assert old_value[1].closed and not old_value[0].closed

@@ -226,3 +226,20 @@ def test_a_removed_upload_is_closed_wherever_streamlit_kept_it(server, upload_st
     upload_store.remove_file("s", "gone.bin")
     uploads.let_go(uploads.stored([UploadedFile(upload_store.get_files("s", ["kept.bin"])[0], None)]))
     assert old_value[1].closed and not old_value[0].closed
+
+
+def test_a_float64_evaluation_reserves_its_larger_copies_while_it_runs(server):
+    """float64 working copies take twice the float32 ones kept with the dataset: the difference is
+    reserved while the evaluation runs, refused with the budget's message when it does not fit."""
+    store, ledger = server
+    ds = _load(_npz(1.0))
+    base = ledger.held
+    with uploads.evaluating(ds, "float64"):
+        assert ledger.held == base + 2 * N * D * (8 - 4)
+    assert ledger.held == base
+    with uploads.evaluating(ds, "float32"):
+        assert ledger.held == base
+    ledger.budget = base + 2 * N * D * (8 - 4) - 1
+    with pytest.raises(uploads.OverBudget) as e, uploads.evaluating(ds, "float64"):
+        pass
+    assert "float64" in e.value.problem and ledger.held == base

@@ -181,9 +181,11 @@ def test_concurrent_sessions_stay_under_the_server_budget(browser, tmp_path):
         # +120 to +250 MB after a first evaluation of these data in a bare process, none after a
         # second one); the refused file (240 MB more) must be gone.
         assert settled - start <= data_mb + 250 <= budget_mb, (start, settled)
-        # Peak: Streamlit reads each upload's body into memory twice over before the budget sees it
-        # (up to 4 x 240 MB for both files at once), then the accepted data and its evaluation's two
-        # working copies; 1.5 x the data for the load would need no copies in the evaluation.
-        assert peak.mb - start <= 4 * data_mb + 3 * data_mb, (start, peak.mb)
+        # Peak (measured +1 180 MB): Streamlit's receipt of both bodies before the budget sees them
+        # (+430 MB measured with both refused on receipt), the deep copy of the uploader's value it
+        # hands each script run (closed at once: dashboard/uploads.stored), and the accepted data
+        # with its evaluation's two working copies (3 x 240 MB; the load itself adds nothing, its
+        # arrays view the file's bytes): within 6 x the data.
+        assert peak.mb - start <= 6 * data_mb, (start, peak.mb)
         for pg in pages:
             pg.context.close()

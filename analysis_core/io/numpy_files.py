@@ -153,10 +153,12 @@ def _check_declared(name: str, what: str, shape: tuple[int, ...], dtype: np.dtyp
         budget.take(name, what, held, desc, held - declared if view else held)
 
 
-def _viewable(offset: int, shape: tuple[int, ...], dtype: np.dtype) -> bool:
-    """Whether :func:`_view` returns a view for an array at ``offset`` of bytes in memory (their
-    start is aligned: CPython's bytes data are 16-byte aligned)."""
-    return math.prod(shape) > 0 and dtype.itemsize > 0 and offset % dtype.alignment == 0
+def _viewable(offset: int, shape: tuple[int, ...], dtype: np.dtype, fortran: bool) -> bool:
+    """Whether the array at ``offset`` of bytes in memory is kept as a view of them: :func:`_view`
+    gives one (the bytes' start is aligned: CPython's bytes data are 16-byte aligned) and it is in
+    C order (the dataset copies Fortran-ordered vectors to C order)."""
+    return math.prod(shape) > 0 and dtype.itemsize > 0 and offset % dtype.alignment == 0 and not (
+        fortran and len(shape) > 1)
 
 
 def _view(buf: bytes, offset: int, shape: tuple[int, ...], dtype: np.dtype, fortran: bool) -> np.ndarray | None:
@@ -177,7 +179,7 @@ def read_npy(inp: Input, what: str, budget: Allowance | None) -> np.ndarray:
         shape, dtype, offset, fortran = _npy_header(f, inp.name, what)
     on_disk = inp.path is not None  # memory-mapped: nothing is allocated, only the size is checked
     _check_declared(inp.name, what, shape, dtype, inp.size - offset, None if on_disk else budget,
-                    view=_viewable(offset, shape, dtype))
+                    view=_viewable(offset, shape, dtype, fortran))
     try:
         if inp.path is not None:
             return np.load(inp.path, mmap_mode="r", allow_pickle=False)
@@ -218,10 +220,10 @@ def _npz_headers(zf: zipfile.ZipFile, name: str, members: dict[str, str], used: 
         info = zf.getinfo(members[k])
         with zf.open(info) as f:
             headers[k] = _npy_header(f, name, k)
-        shape, dtype, offset, _ = headers[k]
+        shape, dtype, offset, fortran = headers[k]
         start = _stored_start(buf, info) if buf is not None else None
         _check_declared(name, k, shape, dtype, info.file_size - offset, budget,
-                        view=start is not None and _viewable(start + offset, shape, dtype))
+                        view=start is not None and _viewable(start + offset, shape, dtype, fortran))
     return headers
 
 
@@ -270,9 +272,9 @@ def declare(inp: Input, budget: Allowance) -> None:
                 _npz_headers(zf, inp.name, members, used, budget, inp.data if inp.path is None else None)
         elif inp.suffix == ".npy" and inp.path is None:
             with inp.open() as f:
-                shape, dtype, offset, _ = _npy_header(f, inp.name, "embeddings")
+                shape, dtype, offset, fortran = _npy_header(f, inp.name, "embeddings")
             _check_declared(inp.name, "embeddings", shape, dtype, inp.size - offset, budget,
-                            view=_viewable(offset, shape, dtype))
+                            view=_viewable(offset, shape, dtype, fortran))
     except OverBudget:
         raise
     except (InputError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError):

@@ -229,18 +229,17 @@ def store_blocks(mgr) -> dict[int, int]:
 
 
 def guard_upload_store(mgr=None) -> None:
-    """Make Streamlit's upload store (``mgr``; None: the running server's) count in :data:`LEDGER`
+    """Make Streamlit's upload store (``mgr``; None: this script run's) count in :data:`LEDGER`
     and keep a received file only when it fits in the budget; a file that does not fit is stored
     empty under its id (so the uploader still lists it) and :func:`refusal` says why. Once per
     store. Streamlit reads a file's whole body before it stores it, so its receipt is not bounded
     here (``server.maxUploadSize`` bounds each file)."""
-    if mgr is None:
-        from streamlit.runtime import Runtime
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
-        if not Runtime.exists():
-            return
-        mgr = Runtime.instance().uploaded_file_mgr
-    if getattr(mgr, "_budget_guard", False) or not hasattr(mgr, "file_storage"):
+    if mgr is None:
+        where = _session()
+        mgr = where[0] if where is not None else None
+    if not isinstance(mgr, MemoryUploadedFileManager) or getattr(mgr, "_budget_guard", False):
         return
     add = mgr.add_file
 
@@ -258,15 +257,12 @@ def guard_upload_store(mgr=None) -> None:
     LEDGER.stored = lambda: store_blocks(mgr)
 
 
-def _session() -> tuple[object, str] | None:
-    """(the upload store, this script run's session id), or None outside a server."""
-    from streamlit.runtime import Runtime
+def _session():
+    """(the upload store, this script run's session id), or None outside a script run."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
-    if ctx is None or not Runtime.exists():
-        return None
-    return Runtime.instance().uploaded_file_mgr, ctx.session_id
+    return None if ctx is None else (ctx.uploaded_file_mgr, ctx.session_id)
 
 
 class Upload(NamedTuple):

@@ -1,6 +1,6 @@
 """The server's upload budget: what every session's data together may hold in memory.
 
-* **One budget per server.** :data:`BUDGET` bytes (``DASHBOARD_UPLOAD_MB``, default half the
+* **One budget per server.** ``LEDGER.budget`` bytes (``DASHBOARD_UPLOAD_MB``, default half the
   memory available when the server starts) bound what the server holds for data, every session
   together: the bytes of every file in Streamlit's upload store (each session's listed uploads),
   every dataset still referenced by a session, a stored result or a load in flight, and the copies

@@ -18,6 +18,7 @@ from analysis_core.stats.paired_tests import paired_tests
 from analysis_core.stats.permutation import sign_flip_p_values
 from analysis_core.stats.run_mixed_model import RunMixedModelResult
 from dashboard.jobs import Store
+from dashboard.uploads import Ledger, dataset_bytes
 
 analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported public names
 analysis_core.__dir__  # PEP 562: dir(analysis_core) lists the lazy names too
@@ -25,6 +26,10 @@ analysis_core.stats.__getattr__  # PEP 562, as above
 
 top_k  # public API of the bench extra (README, extras.py), tested in tests/core/test_topk.py
 MetricSpec.doc  # each metric's one-line definition, kept in the registry for its readers
+# the upload budget's API for memory held outside a load (data kept server-side across a reload),
+# tested in tests/app/test_upload_budget.py
+dataset_bytes
+Ledger.reserve
 
 # the statistics on one long table, public and tested against their oracles (R's lme4, scipy); the
 # report and analyse() reach the same arithmetic through fit objects and batched helpers

@@ -10,8 +10,9 @@ from pathlib import Path
 import streamlit as st
 
 from analysis_core import InputError
+from analysis_core.io.numpy_files import OverBudget
 from analysis_core.methods import natural_key
-from dashboard import cache, components, design, state, url_state
+from dashboard import cache, components, design, state, uploads, url_state
 
 # the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
 # browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline
@@ -28,16 +29,21 @@ def sidebar() -> None:
             ups = st.file_uploader("Embeddings (.npz, .npy + labels, .csv, .parquet); several files = several methods",
                                    type=["npz", "npy", "csv", "parquet", "txt"], accept_multiple_files=True,
                                    key=state.UPLOADS)
-            ups = list(ups or [])
-            digest = cache.upload_digest(ups, st.session_state.setdefault(state.UPLOAD_DIGESTS, {})) if ups else None
+            ups = uploads.stored(ups or [])  # the upload store's bytes, not the widget's copies
+            uploads.let_go(ups)  # removed files' bytes given back now, not at the next rerun
+            refused = uploads.refusal(ups)  # files whose bytes the server's budget did not keep
+            digest = (cache.upload_digest(ups, st.session_state.setdefault(state.UPLOAD_DIGESTS, {}))
+                      if ups and not refused else None)
 
             def read() -> list[tuple[str, bytes]]:
                 return [(u.name, u.getvalue()) for u in ups]
             if not ups:  # a reload or a link: the upload kept in the server's memory, if any
                 digest, read = url_state.restored_upload()
         elif src == url_state.SERVER:
+            ups, refused = [], None
             digest, read = url_state.server_source()
         else:
+            ups, refused = [], None
             files = cache.demo_files(src)
             digest = cache.files_digest(files)
 
@@ -83,7 +89,7 @@ def sidebar() -> None:
                                  "every mean gets an interval at the sidebar's significance level.")
             if st.session_state.get(state.QUERY_SAMPLE):
                 st.number_input("Sample seed", 0, None, 0, key=state.QUERY_SEED)
-    st.session_state[state.ERROR] = None
+    st.session_state[state.ERROR] = refused
     st.session_state[state.DATASET] = None
     st.session_state[state.DESIGN] = ()
     st.session_state[state.DESIGN_ERROR] = None
@@ -100,6 +106,8 @@ def sidebar() -> None:
         design.editor(ds.methods, digest)
     except InputError as exc:
         st.session_state[state.ERROR] = str(exc)  # the text only: the exception's frames hold the data
+        if isinstance(exc, OverBudget):
+            uploads.release(ups, str(exc))  # over the budget: their bytes given back, the message kept
     except MemoryError:
         st.session_state[state.ERROR] = ("loading these files needs more memory than this server has free. Use "
                                          "the command line on a larger machine, or upload fewer or smaller files.")
@@ -123,6 +131,7 @@ def split_selector(ds) -> None:
 
 
 def main() -> None:
+    uploads.guard_upload_store()  # the server's upload store in its budget (once per server)
     url_state.restore()  # a session's first run: the data and split its URL names, before any widget
     sidebar()
     url_state.write_source()

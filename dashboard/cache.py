@@ -142,18 +142,22 @@ def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity
             e.similarities.add(similarity)
         return e.value
 
+    # The refusal outlives this call (the future keeps it, so may a session), and its traceback the
+    # frames of the load and of the job that ran it: ``read`` (whose closure may hold the uploaded
+    # files' bytes) is taken out of the load's closure as it is called.
+    source = [read]
+
     def load(progress: Progress) -> Dataset:
         budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (dashboard/uploads.py)
         ds: Dataset | None = None
         try:
-            ds = load_bytes(read(), max_bytes=budget)
+            ds = load_bytes(source.pop()(), max_bytes=budget)
             validate(ds, similarity)
+            budget.keep(ds)  # counted until freed, with room for its evaluation
         except InputError as exc:
-            # The refusal outlives this call (the future keeps it, so may a session): raised anew
-            # after this block, without the traceback whose frames hold the refused arrays.
+            # raised anew after this block, without the traceback whose frames hold the refused arrays
             refused = type(exc)(exc.source, exc.problem, exc.fix)
         else:
-            uploads.LEDGER.track(ds)
             return ds
         finally:
             budget.release()
@@ -237,9 +241,10 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
     key = _evaluation_key(_without_ks(dataclasses.replace(token, design=())))
 
     def run(progress: Progress) -> Evaluation:
-        return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
-                        query_sample=token.query_sample, seed=token.seed, alpha=BASE_ALPHA, compute=compute,
-                        split=token.split, progress=progress, precision=token.precision)
+        with uploads.evaluating(ds, token.precision):  # float64's larger copies, in the server's budget
+            return evaluate(ds, similarity=token.similarity, ks=token.ks, n_recall=token.n_recall,
+                            query_sample=token.query_sample, seed=token.seed, alpha=BASE_ALPHA, compute=compute,
+                            split=token.split, progress=progress, precision=token.precision)
 
     return _designed(token, _at_ks(token, key, STORE.result(key, run, group=token.data, label="Evaluating")))
 

@@ -97,16 +97,18 @@ class Allowance:
         self.taken = 0
         self._arrays: set[tuple[str, str]] = set()
 
-    def take(self, name: str, what: str, nbytes: int, desc: str) -> None:
+    def take(self, name: str, what: str, nbytes: int, desc: str, new: int | None = None) -> None:
         """Take ``nbytes`` for array ``what`` of file ``name`` (``desc``: its shape, dtype and size,
-        for the message), or raise :class:`OverBudget` when that would exceed the limit."""
+        for the message), or raise :class:`OverBudget` when that would exceed the limit. ``new``:
+        the part of ``nbytes`` the read allocates (less when the array is a view of the file's bytes
+        in memory; None: all of it), for a budget that counts those bytes already."""
         if (name, what) in self._arrays:
             return
-        self._grant(name, what, nbytes, desc)
+        self._grant(name, what, nbytes, desc, nbytes if new is None else new)
         self._arrays.add((name, what))
         self.taken += nbytes
 
-    def _grant(self, name: str, what: str, nbytes: int, desc: str) -> None:
+    def _grant(self, name: str, what: str, nbytes: int, desc: str, new: int) -> None:
         if self.limit is not None and self.taken + nbytes > self.limit:
             held = f" (with the {_size(self.taken)} of arrays before it)" if self.taken else ""
             raise OverBudget(name, f"array '{what}' declares {desc}{held}, over the limit of {_size(self.limit)} "
@@ -134,9 +136,10 @@ def held_bytes(what: str, shape: tuple[int, ...], dtype: np.dtype) -> int:
 
 
 def _check_declared(name: str, what: str, shape: tuple[int, ...], dtype: np.dtype, available: int,
-                    budget: Allowance | None) -> None:
+                    budget: Allowance | None, view: bool = False) -> None:
     """Refuse before allocating: object arrays, a header claiming more data than the file holds, and
-    arrays over what the load may still allocate (``budget``; None: memory-mapped, nothing allocated)."""
+    arrays over what the load may still allocate (``budget``; None: memory-mapped, nothing allocated;
+    ``view``: the array will be a view of the file's bytes in memory, so only a conversion allocates)."""
     if dtype.hasobject:
         raise InputError(name, f"array '{what}' is an object array, which can only be read by unpickling; refused.",
                          f"save '{what}' as a numeric or string array (np.asarray(x, dtype=float/str)).")
@@ -146,7 +149,16 @@ def _check_declared(name: str, what: str, shape: tuple[int, ...], dtype: np.dtyp
         raise InputError(name, f"array '{what}' declares {desc}, but the file holds only {_size(available)} of data: "
                          "it is truncated or corrupt.", "re-save it with numpy.save / numpy.savez and load it again.")
     if budget is not None:
-        budget.take(name, what, held_bytes(what, shape, dtype), desc)
+        held = held_bytes(what, shape, dtype)
+        budget.take(name, what, held, desc, held - declared if view else held)
+
+
+def _viewable(offset: int, shape: tuple[int, ...], dtype: np.dtype, fortran: bool) -> bool:
+    """Whether the array at ``offset`` of bytes in memory is kept as a view of them: :func:`_view`
+    gives one (the bytes' start is aligned: CPython's bytes data are 16-byte aligned) and it is in
+    C order (the dataset copies Fortran-ordered vectors to C order)."""
+    return math.prod(shape) > 0 and dtype.itemsize > 0 and offset % dtype.alignment == 0 and not (
+        fortran and len(shape) > 1)
 
 
 def _view(buf: bytes, offset: int, shape: tuple[int, ...], dtype: np.dtype, fortran: bool) -> np.ndarray | None:
@@ -166,7 +178,8 @@ def read_npy(inp: Input, what: str, budget: Allowance | None) -> np.ndarray:
     with inp.open() as f:
         shape, dtype, offset, fortran = _npy_header(f, inp.name, what)
     on_disk = inp.path is not None  # memory-mapped: nothing is allocated, only the size is checked
-    _check_declared(inp.name, what, shape, dtype, inp.size - offset, None if on_disk else budget)
+    _check_declared(inp.name, what, shape, dtype, inp.size - offset, None if on_disk else budget,
+                    view=_viewable(offset, shape, dtype, fortran))
     try:
         if inp.path is not None:
             return np.load(inp.path, mmap_mode="r", allow_pickle=False)
@@ -197,7 +210,7 @@ _Header = tuple[tuple[int, ...], np.dtype, int, bool]  # shape, dtype, header le
 
 
 def _npz_headers(zf: zipfile.ZipFile, name: str, members: dict[str, str], used: list[str],
-                 budget: Allowance) -> dict[str, _Header]:
+                 budget: Allowance, buf: bytes | None) -> dict[str, _Header]:
     """Each used member's .npy header, checked (object dtype, declared size against the member's
     size) and its size taken from ``budget``: only a header's few bytes are inflated. A member is
     never inflated past the size the archive's directory gives it (``zipfile`` stops there), and
@@ -207,21 +220,31 @@ def _npz_headers(zf: zipfile.ZipFile, name: str, members: dict[str, str], used: 
         info = zf.getinfo(members[k])
         with zf.open(info) as f:
             headers[k] = _npy_header(f, name, k)
-        shape, dtype, offset, _ = headers[k]
-        _check_declared(name, k, shape, dtype, info.file_size - offset, budget)
+        shape, dtype, offset, fortran = headers[k]
+        start = _stored_start(buf, info) if buf is not None else None
+        _check_declared(name, k, shape, dtype, info.file_size - offset, budget,
+                        view=start is not None and _viewable(start + offset, shape, dtype, fortran))
     return headers
+
+
+def _stored_start(buf: bytes, info: zipfile.ZipInfo) -> int | None:
+    """Where an uncompressed member's data start in the archive's bytes; None for a compressed or
+    encrypted member, or a local header that is not where the directory says."""
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 1:
+        return None
+    local = buf[info.header_offset:info.header_offset + 30]
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        return None
+    return info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30]))  # after the name and extra field
 
 
 def _stored_view(buf: bytes, info: zipfile.ZipInfo, header: _Header) -> np.ndarray | None:
     """An uncompressed member's array (``np.savez``) as a read-only view of the archive's bytes in
     memory, once its checksum matched; None for a compressed or encrypted member, a checksum that
     does not match (read through ``zipfile``, which says so) or data a view does not fit."""
-    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 1:
+    start = _stored_start(buf, info)
+    if start is None:
         return None
-    local = buf[info.header_offset:info.header_offset + 30]
-    if len(local) < 30 or local[:4] != b"PK\x03\x04":
-        return None
-    start = info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30]))  # after the name and extra field
     data = memoryview(buf)[start:start + info.file_size]
     if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
         return None
@@ -246,11 +269,12 @@ def declare(inp: Input, budget: Allowance) -> None:
         if inp.suffix == ".npz":
             with zipfile.ZipFile(inp.open()) as zf:
                 members, _, used, _ = _npz_used(zf, inp.name)
-                _npz_headers(zf, inp.name, members, used, budget)
+                _npz_headers(zf, inp.name, members, used, budget, inp.data if inp.path is None else None)
         elif inp.suffix == ".npy" and inp.path is None:
             with inp.open() as f:
-                shape, dtype, offset, _ = _npy_header(f, inp.name, "embeddings")
-            _check_declared(inp.name, "embeddings", shape, dtype, inp.size - offset, budget)
+                shape, dtype, offset, fortran = _npy_header(f, inp.name, "embeddings")
+            _check_declared(inp.name, "embeddings", shape, dtype, inp.size - offset, budget,
+                            view=_viewable(offset, shape, dtype, fortran))
     except OverBudget:
         raise
     except (InputError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError):
@@ -270,7 +294,7 @@ def read_npz(inp: Input, method: str | None, budget: Allowance) -> tuple[dict, d
     with zf:
         members, emb_keys, used, conf_keys = _npz_used(zf, name)
         try:
-            headers = _npz_headers(zf, name, members, used, budget)
+            headers = _npz_headers(zf, name, members, used, budget, inp.data if inp.path is None else None)
             arrays = {k: _npz_array(inp, zf, zf.getinfo(members[k]), headers[k]) for k in used}
         except InputError:
             raise

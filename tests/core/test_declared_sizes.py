@@ -143,3 +143,28 @@ def test_an_accepted_upload_peaks_at_most_at_one_and_a_half_times_its_data(compr
     del X
     peak = _traced(lambda: load_bytes([("big.npz", data)]))
     assert peak <= 1.5 * 64e6, peak / 1e6
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+@pytest.mark.parametrize("form", ["savez", "savez_compressed", "npy"])
+def test_an_array_read_as_a_view_takes_no_new_bytes(form, fortran):
+    """What a load declares it allocates (``Allowance.take``'s ``new``, which a server budget that
+    counts the uploaded bytes already reserves) is nothing exactly when the vectors it keeps share
+    memory with the uploaded bytes, and their whole size otherwise."""
+    taken: dict[tuple[str, str], int] = {}
+
+    class Recording(Allowance):
+        def _grant(self, name, what, nbytes, desc, new):
+            taken[name, what] = new
+
+    X = np.random.default_rng(3).standard_normal((200, 16)).astype(np.float32)
+    X = np.asfortranarray(X) if fortran else X
+    y = np.arange(200) % 2
+    if form == "npy":
+        files = [("e.npy", _npy(X)), ("e_labels.npy", _npy(y))]
+    else:
+        files = [("e.npz", _npz(compressed=form == "savez_compressed", embeddings=X, labels=y))]
+    ds = load_bytes(files, max_bytes=Recording(None))
+    viewed = np.shares_memory(ds.embeddings["e"], np.frombuffer(files[0][1], np.uint8))
+    assert viewed == (form != "savez_compressed" and not fortran)
+    assert taken[files[0][0], "embeddings"] == (0 if viewed else X.nbytes)

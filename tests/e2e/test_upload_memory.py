@@ -138,11 +138,16 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(browser):
 
 
 def test_concurrent_sessions_stay_under_the_server_budget(browser, tmp_path):
-    """Two sessions upload 240 MB each (uncompressed npz, sparse vectors that evaluate quickly) to a
-    server with a 400 MB budget, both in flight at once: one is evaluated, the other refused with
-    the budget's message, which names the budget and how to raise it."""
+    """Two sessions upload 240 MB each (uncompressed npz, sparse vectors that evaluate quickly), both
+    in flight at once, to a server whose budget holds both files and one evaluation's working copies
+    (2 x 240 MB) but not two: one is evaluated, the other refused with the budget's message, and its
+    file's bytes are given back though it stays listed. Settled, the server holds the accepted data
+    and nothing of the refused file; at its peak, Streamlit's receipt of both files, the accepted
+    data and its evaluation's copies."""
     rng = np.random.default_rng(0)
     n, d = 120, 500_000  # 240 MB of float32
+    data_mb = n * d * 4 / MB
+    budget_mb = 1000  # >= 2 files + 2 working copies (916 MiB); < 2 files + 4 copies (1373 MiB)
     y = np.arange(n) % 4
     files = []
     for _ in range(2):
@@ -151,7 +156,7 @@ def test_concurrent_sessions_stay_under_the_server_budget(browser, tmp_path):
         X[:, :4] += 3 * np.eye(4, dtype=np.float32)[y]
         files.append(tmp_path / f"session{len(files)}.npz")  # over 50 MB: handed to the browser as a file
         np.savez(files[-1], embeddings=X, labels=y)
-    with serve(DASHBOARD_UPLOAD_MB=str(BUDGET_MB)) as (url, pid):
+    with serve(DASHBOARD_UPLOAD_MB=str(budget_mb)) as (url, pid):
         pages = [_open(browser, url) for _ in range(2)]
         start = _settled_rss(pid)
         with _Peak(pid) as peak:
@@ -162,17 +167,25 @@ def test_concurrent_sessions_stay_under_the_server_budget(browser, tmp_path):
                                      "document.body.innerText.includes('upload budget')", arg=f"session{i}.npz",
                                      timeout=600_000)
                 _settle(pg, 600_000)
+        settled = _settled_rss(pid)
         texts = [_alert(pg) for pg in pages]
         accepted = [i for i, pg in enumerate(pages) if pg.get_by_text(f"Source: session{i}.npz").count()]
         refused = [i for i, t in enumerate(texts) if "upload budget" in t]
-        print(f"\nconcurrent: server RSS start {start:.0f} MB, peak {peak.mb:.0f} MB; accepted {accepted}, "
-              f"refused {refused}")
+        print(f"\nconcurrent: server RSS start {start:.0f} MB, peak {peak.mb:.0f} MB (+{peak.mb - start:.0f}), "
+              f"settled {settled:.0f} MB (+{settled - start:.0f}); data {data_mb:.0f} MB each, budget {budget_mb} "
+              f"MiB; accepted {accepted}, refused {refused}")
         assert len(accepted) == 1 and len(refused) == 1 and accepted != refused, texts
-        assert f"{BUDGET_MB} MiB" in texts[refused[0]] and "DASHBOARD_UPLOAD_MB" in texts[refused[0]]
-        # Not asserted (open): the resident set settles at +~720 MB, the accepted data and the
-        # evaluation's copy of its vectors plus the refused file's 240 MB that Streamlit keeps while
-        # it stays listed in the uploader, which the budget does not count; the peak also holds
-        # Streamlit's receipt of both uploads (~2x each).
-        print(f"concurrent: settled {_settled_rss(pid):.0f} MB")
+        assert f"{budget_mb:,} MiB" in texts[refused[0]] and "DASHBOARD_UPLOAD_MB" in texts[refused[0]]
+        assert _listed(pages[refused[0]]) == 1  # still listed, so the user sees what was refused
+        # Settled: the accepted data, plus 250 MB the allocator keeps after the evaluation (measured:
+        # +120 to +250 MB after a first evaluation of these data in a bare process, none after a
+        # second one); the refused file (240 MB more) must be gone.
+        assert settled - start <= data_mb + 250 <= budget_mb, (start, settled)
+        # Peak (measured +1 180 MB): Streamlit's receipt of both bodies before the budget sees them
+        # (+430 MB measured with both refused on receipt), the deep copy of the uploader's value it
+        # hands each script run (closed at once: dashboard/uploads.stored), and the accepted data
+        # with its evaluation's two working copies (3 x 240 MB; the load itself adds nothing, its
+        # arrays view the file's bytes): within 6 x the data.
+        assert peak.mb - start <= 6 * data_mb, (start, peak.mb)
         for pg in pages:
             pg.context.close()

@@ -12,8 +12,14 @@ from analysis_core.errors import ComputeError
 from analysis_core.evaluation import NO_POSITIVE
 from dashboard import cache, components, state
 
+# Every page evaluates on this recall grid, so that the PR bands page reads the curves of the pass
+# the Overview made (a page asking for another grid would repeat the pass: 230 s at 100 000 x 768
+# with 3 methods). A coarser grid whose step divides it is a subset of its columns, exactly (a
+# curve's value at r depends on r alone): the bands' N_P slider recomputes bands, never a pass.
+RECALL_GRID = 61
 
-def token(n_recall: int = 11) -> cache.Token | None:
+
+def token(n_recall: int = RECALL_GRID) -> cache.Token | None:
     """The sidebar's dataset and settings as one cache token (None without a loaded dataset)."""
     loaded = st.session_state.get(state.DATASET)
     if loaded is None:
@@ -26,7 +32,7 @@ def token(n_recall: int = 11) -> cache.Token | None:
                        design=st.session_state.get(state.DESIGN) or ())
 
 
-def loaded_token(n_recall: int = 11) -> cache.Token | None:
+def loaded_token(n_recall: int = RECALL_GRID) -> cache.Token | None:
     """The sidebar's token (:func:`token`), or None after showing why there is none: the input
     was refused, or nothing is loaded. Pages that need the data but not yet its evaluation start
     here (the dataset is ``st.session_state[state.DATASET][1]``)."""
@@ -43,7 +49,7 @@ def loaded_token(n_recall: int = 11) -> cache.Token | None:
     return tok
 
 
-def current(n_recall: int = 11, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
+def current(n_recall: int = RECALL_GRID, *, scored: bool = True) -> tuple[cache.Token, Evaluation] | None:
     """(token, evaluation) of the sidebar's dataset and settings, or None after showing why there
     is none. Every result a page derives from the evaluation is cached under the token. With
     ``scored``, an evaluation where no query has a positive (a split of singleton classes) is

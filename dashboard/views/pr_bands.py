@@ -7,13 +7,9 @@ import streamlit as st
 from analysis_core.figures.variability import pr_bands_figure
 from analysis_core.stats.bands import band_notes, describe
 from dashboard import cache, components, url_state
-from dashboard.views.common import alpha, current, unit
+from dashboard.views.common import RECALL_GRID, alpha, current, unit
 
-# The page evaluates once on a 61-point recall grid; a coarser grid whose step divides it is a
-# subset of its columns, exactly (a curve's value at r depends on r alone): moving the slider
-# recomputes the bands, never the evaluation.
-FINE_GRID = 61
-GRIDS = [n for n in range(3, FINE_GRID + 1) if (FINE_GRID - 1) % (n - 1) == 0]
+GRIDS = [n for n in range(3, RECALL_GRID + 1) if (RECALL_GRID - 1) % (n - 1) == 0]
 
 
 def band_unit() -> str | None:
@@ -42,10 +38,10 @@ def shown_bands(key, ev, kind: str, n_recall: int) -> None:
 st.title("Precision-recall bands")
 c1, c2 = st.columns(2)
 n_recall = c1.select_slider("Recall points N_P", GRIDS, 11, key="np", bind="query-params",
-                            help=f"recall grid r_j = j/(N_P − 1); N_P − 1 divides {FINE_GRID - 1}")
+                            help=f"recall grid r_j = j/(N_P − 1); N_P − 1 divides {RECALL_GRID - 1}")
 kind = c2.radio("Band", ["t", "bootstrap"], horizontal=True,
                 format_func={"t": "pointwise t interval", "bootstrap": "simultaneous (bootstrap)"}.get)
-got = current(FINE_GRID)
+got = current()
 if got is not None:
     key, ev = got
     shown_bands(key, ev, kind, n_recall)

@@ -559,14 +559,15 @@ def test_the_class_jackknife_at_new_cutoffs_and_alpha_runs_no_pass_and_equals_th
 
 def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
     """In the app: once the Overview has shown its intervals over classes (one jackknife), the
-    sidebar's cutoffs K, α and unit of inference, on the Overview, Statistics and Training pages,
-    run no pass."""
+    sidebar's cutoffs K, α and unit of inference, on the Overview, Statistics, Training and PR
+    bands pages, run no pass (nor does opening the PR bands page: its curves are the Overview's
+    pass's)."""
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
     at.radio(key="data_source").set_value("digits").run()
     assert not at.exception and not at.error
     assert any("unit: class" in h.value for h in at.subheader)
     calls = _count_passes(monkeypatch)
-    for page in ("views/overview.py", "views/statistics.py", "views/training.py"):
+    for page in ("views/overview.py", "views/statistics.py", "views/training.py", "views/pr_bands.py"):
         at.switch_page(page).run()
         for change in (lambda: at.multiselect(key="ks").set_value([1, 2, 16]),
                        lambda: at.select_slider(key="alpha").set_value(0.01),

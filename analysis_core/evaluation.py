@@ -355,13 +355,15 @@ class Evaluation:
         results = {m: with_cutoffs(r, ks) for m, r in self.results.items()}
         grouped = None
         if self.grouped is not None:
-            from .stats.grouped_recall import grouped_recall
+            from .stats.grouped_recall import grouped_recall, sure_hits
 
             sub = self.items
             grouped = {m: g.with_ks(ks) or grouped_recall(
                 sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks, similarity=self.similarity,
                 seed=g.seed, repeats=g.repeats, alpha=g.alpha, loo_pass=results[m] if self.loo_pass(m) is not None
-                else None, keep_cutoffs=True) for m, g in self.grouped.items()}
+                else None, keep_cutoffs=True,
+                sure_hits=sure_hits(results[m], sub.n_items) if self.loo_pass(m) is not None else None)
+                for m, g in self.grouped.items()}
         return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
 
     def at_alpha(self, alpha: float) -> Evaluation:
@@ -564,12 +566,16 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         if split not in known:
             raise InputError(ds.source, f"unknown split '{split}'.", f"use one of {known}.")
         rows = np.nonzero(ds.split == split)[0]
+    names = methods or ds.methods
+    unknown = [m for m in names if m not in ds.embeddings]
+    if unknown:
+        raise InputError(ds.source, f"unknown method(s) {unknown}.", f"use some of {ds.methods}.")
     sampled_from = None
     if max_classes is not None:
         from .stats.class_sweep import sample_classes
         sampled_from = int(np.unique(ds.label_codes[rows]).size)
         rows = rows[np.sort(sample_classes(ds.label_codes[rows], max_classes, seed))]
-    sub = ds if rows.size == ds.n_items else ds.subset(rows)
+    sub = ds if rows.size == ds.n_items else ds.subset(rows, names)  # copies of the methods evaluated
     if sub is not ds:
         try:
             validate(sub, similarity)
@@ -587,10 +593,6 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         qs, isq = _sample_queries(sub, isq, isg, query_sample, seed)
         if isg is None:
             isg = np.ones(sub.n_items, bool)
-    names = methods or ds.methods
-    unknown = [m for m in names if m not in ds.embeddings]
-    if unknown:
-        raise InputError(ds.source, f"unknown method(s) {unknown}.", f"use some of {ds.methods}.")
     design = Design.of(design, names)  # a bad design table fails before the passes
     settings = {"similarity": similarity, "n_recall": n_recall, "interpolated": interpolated, "n_bins": n_bins,
                 "block_size": block_size, "n_threads": n_threads, "split": split, "methods": methods,
@@ -609,11 +611,12 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                               cutoff_ranks=CUTOFF_RANKS, cutoff_mb=CUTOFF_MB / len(names))
     grouped = None
     if group_size is not None:
-        from .stats.grouped_recall import grouped_recall
+        from .stats.grouped_recall import grouped_recall, sure_hits
         plain = isq is None and isg is None and precision == "float32"  # the pass of a group of every class
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha,
-                                     loo_pass=results[m] if plain else None, keep_cutoffs=True)
+                                     loo_pass=results[m] if plain else None, keep_cutoffs=True,
+                                     sure_hits=sure_hits(results[m], sub.n_items) if plain else None)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,

@@ -37,6 +37,7 @@ from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 MEDIAN_S, MAX_S = 1.0, 2.0
+ISSUE30_MEDIAN_S = 2.0  # issue 30: every control of a 100 000 x 768 upload
 N_UPLOAD, D_UPLOAD, C_UPLOAD = 30_000, 128, 300
 
 
@@ -82,6 +83,24 @@ def setter(kind: str, label: str, value: object, *, key: str | None = None) -> C
         return w.set_value(value)
 
     return set_
+
+
+IDLE_LIMIT_S = 600.0
+
+
+def idle_then(change: Callable[[AppTest], object]) -> Callable[[AppTest], object]:
+    """``change`` after the server's background guesses have finished (a user looking at the
+    page; at most IDLE_LIMIT_S): the wait is not timed, and is printed."""
+    def wait_then(at: AppTest):
+        from dashboard import cache
+
+        t = time.perf_counter()
+        while cache.STORE._running and time.perf_counter() - t < IDLE_LIMIT_S:
+            time.sleep(0.1)
+        print(f"  (the page sat idle {time.perf_counter() - t:.1f} s while its guesses ran)", flush=True)
+        return change(at)
+
+    return wait_then
 
 
 def cutoffs() -> tuple[str, list[Callable[[AppTest], object]]]:
@@ -134,16 +153,28 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
                                     for v in np.linspace(0, items, 6).astype(int)[1:]]),
         ]
     if page == "class_count":
+        # C, S and the seed on every method (the upload's a, b, c: easy, typical, near chance); a
+        # method's first visit runs its class-count sweep: the second method is switched to at
+        # once, the third after the page sat idle (its results prefetched meanwhile)
         methods = widget(at, "selectbox", "Method").options
         hi = at.slider(key="cc-classes").max
         counts = sorted({max(2, int(hi * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0)}) + [max(2, int(hi * 0.3))]
-        return [
-            ("Number of classes C", [setter("slider", "", v, key="cc-classes") for v in counts]),
-            ("Group size S", [setter("slider", "", v, key="cc-group") for v in (5, 8, 12, 20, 40)]),
-            ("Seed", [setter("number_input", "Seed", v) for v in (1, 2, 3)]),
-            ("Method", [setter("selectbox", "Method", methods[i % len(methods)]) for i in (1, 0)]),
-            ("Repeats per class count", [setter("slider", "Repeats per class count", v) for v in (1, 2, 3)]),
-        ]
+        out = []
+        for i, m in enumerate(methods):
+            if i == 1:
+                out.append((f"Method {m}: first visit, at once (its sweep)", [setter("selectbox", "Method", m)]))
+            elif i >= 2:
+                out.append((f"Method {m}: first visit after the page sat idle",
+                            [idle_then(setter("selectbox", "Method", m))]))
+            out += [
+                (f"Number of classes C [{m}]", [setter("slider", "", v, key="cc-classes") for v in counts]),
+                (f"Group size S [{m}]", [setter("slider", "", v, key="cc-group") for v in (5, 8, 12, 20, 40)]),
+                (f"Seed [{m}]", [setter("number_input", "Seed", v) for v in (1, 2, 3)]),
+            ]
+        if len(methods) > 1:
+            out.append(("Method (visited before)", [setter("selectbox", "Method", methods[i]) for i in (0, 1)]))
+        out.append(("Repeats per class count", [setter("slider", "Repeats per class count", v) for v in (1, 2, 3)]))
+        return out
     if page == "pr_bands":
         methods = widget(at, "multiselect", "Methods").options
         classes = widget(at, "multiselect", "Classes (empty = all queries together)").options
@@ -220,11 +251,13 @@ def main() -> None:
                   f"{len(data) / 2**20:.0f} MB", flush=True)
             bench(name, data, pages, rows, args.unit)
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"\n| data | page | control | median s | max s | verdict (< {MEDIAN_S:g} s median, < {MAX_S:g} s max) |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| data | page | control | median s | max s | verdict (< {MEDIAN_S:g} s median, < {MAX_S:g} s max) "
+          f"| issue 30 (< {ISSUE30_MEDIAN_S:g} s median) |")
+    print("|---|---|---|---|---|---|---|")
     for name, page, control, med, mx, ok in rows:
         verdict = "" if ok is None else ("ok" if ok else "OVER")
-        print(f"| {name} | {page} | {control} | {med:.2f} | {mx:.2f} | {verdict} |")
+        v30 = "" if ok is None else ("ok" if med < ISSUE30_MEDIAN_S else "OVER")
+        print(f"| {name} | {page} | {control} | {med:.2f} | {mx:.2f} | {verdict} | {v30} |")
     over = [r for r in rows if r[5] is False]
     print(f"\n{len(over)} control(s) over target." if over else "\nevery control within target.")
 

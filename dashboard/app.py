@@ -132,6 +132,7 @@ def split_selector(ds) -> None:
 
 def main() -> None:
     uploads.guard_upload_store()  # the server's upload store in its budget (once per server)
+    uploads.share_upload_copies()  # a rerun's copy of an upload shares its bytes (once per server)
     url_state.restore()  # a session's first run: the data and split its URL names, before any widget
     sidebar()
     url_state.write_source()

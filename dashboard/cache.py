@@ -43,6 +43,7 @@ import streamlit as st
 
 from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
 from analysis_core.design import COLUMNS as DESIGN_COLUMNS
+from analysis_core.engine.cutoffs import answers
 from analysis_core.io import validate
 from analysis_core.stats.analysis import PreparedAnalysis, VariabilityAnalysis, prepare
 from analysis_core.stats.bands import ALL, pr_bands
@@ -315,8 +316,23 @@ def subset_sample(ds: Dataset, n_classes: int, seed: int, exact: bool) -> int | 
     return SAMPLE_QUERIES if query_frame(ds.label_codes[rows], isq, isg).size > SAMPLE_QUERIES else None
 
 
-def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, exact: bool = False):
+def _whole(main: Evaluation, ds: Dataset, method: str) -> Evaluation:
+    """``main``'s pass of ``method`` as ``evaluate(ds, ks=(1,), methods=[method])`` over its items
+    ``ds`` (every class drawn): its cutoff 1 from the kept tie blocks, no pass; exact, every query.
+    Its rows index ``ds`` (as a pass over the sampled classes of ``ds`` does), not ``main``'s data."""
+    ev = dataclasses.replace(main, dataset=ds, rows=np.arange(ds.n_items), split=None,
+                             results={method: main.results[method]}, grouped=None, alpha=BASE_ALPHA, design=None,
+                             settings={**main.settings, "methods": [method], "split": None}).with_ks((1,))
+    ev.method_summary(method)
+    return ev
+
+
+def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, exact: bool = False,
+            main: Evaluation | None = None):
     if n_classes >= ds.n_classes:
+        if main is not None and main.loo_pass(method) is not None and answers(main.results[method], (1,)):
+            # every class of the page's evaluation, which ranked every query: its pass, exact
+            return _passes_of(token).derived("subset-whole", method), lambda p: _whole(main, ds, method)
         seed = 0  # every class drawn: the same items, the same pass, whatever the seed (tested)
     sample = subset_sample(ds, n_classes, seed, exact)
 
@@ -329,21 +345,35 @@ def _subset(token: Token, ds: Dataset, method: str, n_classes: int, seed: int, e
     return _passes_of(token).derived("subset", method, n_classes, seed, sample), run
 
 
+def sure_hits(token: Token, main: Evaluation | None, method: str) -> np.ndarray | None:
+    """The items of ``main`` (the page's evaluation, over ``main.items``) that are a hit in every
+    group of Grouped Recall over any class subset (:func:`~analysis_core.stats.grouped_recall.
+    sure_hits`), kept; None when its pass is not the plain leave-one-out one."""
+    from analysis_core.stats.grouped_recall import sure_hits as of_pass
+
+    p = None if main is None else main.loo_pass(method)
+    if p is None:
+        return None
+    n = main.rows.size
+    return STORE.kept(_passes_of(token).derived("sure-hits", method), lambda: of_pass(p, n), group=token.data)
+
+
 def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int,
-             ev: Evaluation | None = None):
+             ev: Evaluation | None = None, sure: np.ndarray | None = None):
     """Grouped Recall@1 over :func:`_subset`'s sampled classes by the very call :func:`evaluate`
     makes with ``group_size`` (same numbers). It needs the pass ``ev`` only when one group holds
     every sampled class (that group's Recall@1 is read from the pass): otherwise it can run while
-    the pass does."""
+    the pass does. ``sure``: :func:`sure_hits` over ``ds`` (the same values; the groups' passes
+    rank only the other queries)."""
     from analysis_core.stats.class_sweep import sample_classes
     from analysis_core.stats.grouped_recall import grouped_recall
 
     # the rows evaluate(max_classes=n_classes) draws (all of them, whatever the seed, when it is every class)
     rows = ev.rows if ev is not None else np.sort(sample_classes(ds.label_codes, n_classes, seed))
-    sub = ds if rows.size == ds.n_items else ds.subset(rows)
     return _passes_of(token).derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
-        sub.embeddings[method], sub.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
-        seed=seed, repeats=1, alpha=BASE_ALPHA, loo_pass=None if ev is None else ev.loo_pass(method))
+        ds.embeddings[method], ds.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
+        seed=seed, repeats=1, alpha=BASE_ALPHA, loo_pass=None if ev is None else ev.loo_pass(method),
+        sure_hits=sure, items=None if rows.size == ds.n_items else rows)
 
 
 def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
@@ -352,21 +382,24 @@ def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
 
 
 def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int,
-                      seed: int, exact: bool = False) -> Evaluation:
+                      seed: int, exact: bool = False, main: Evaluation | None = None) -> Evaluation:
     """``evaluate(ds, ks=(1,), methods=[method], max_classes=n_classes, group_size=group_size,
     seed=seed, query_sample=subset_sample(...))``, in two stored parts: the pass over the sampled
     classes (which the group size does not change) and Grouped Recall@1 for the group size — so
     that moving the group size slider does not repeat the pass. The two run at the same time
     (each has serial stretches the other fills) unless Grouped Recall reads the pass. Both run at
-    :data:`BASE_ALPHA`; another α is a view of them (:func:`_at_alpha`: no pass)."""
-    key, fn = _subset(token, ds, method, n_classes, seed, exact)
+    :data:`BASE_ALPHA`; another α is a view of them (:func:`_at_alpha`: no pass). ``main``: the
+    page's evaluation over ``ds``, whose pass tells Grouped Recall its sure hits (:func:`sure_hits`)."""
+    key, fn = _subset(token, ds, method, n_classes, seed, exact, main)
+    sure = sure_hits(token, main, method)
     if _needs_pass(ds, n_classes, group_size):
         ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
-        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev), group=token.data,
+        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev, sure), group=token.data,
                           label="Grouped Recall@1")
     else:
         ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"),
-                                (*_grouped(token, ds, method, n_classes, group_size, seed), "Grouped Recall@1")],
+                                (*_grouped(token, ds, method, n_classes, group_size, seed, sure=sure),
+                                 "Grouped Recall@1")],
                                group=token.data)
     return _at_alpha(token, f"{key}/grouped/{group_size}", ev.with_grouped({method: gr}))
 
@@ -374,14 +407,21 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum
 
 
-def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False):
+def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False,
+           main: Evaluation | None = None):
+    """The sweep's key and computation; ``main`` (the page's evaluation over ``ds``) gives Grouped
+    Recall its sure hits and the point with every class its exact values (no pass)."""
     sample = None if exact else SAMPLE_QUERIES
+    sure = sure_hits(token, main, method)
+    whole = None if main is None else main.loo_pass(method)
     return _passes_of(token).derived("sweep", method, group_size, repeats, sample), lambda p: class_count_sweep(
         ds.embeddings[method], ds.label_codes, repeats=repeats, group_size=group_size,
-        similarity=token.similarity, query_sample=sample, exact_up_to=EXACT_ITEMS, progress=p)
+        similarity=token.similarity, query_sample=sample, exact_up_to=EXACT_ITEMS, progress=p, sure_hits=sure,
+        loo_pass=whole)
 
 
-def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False) -> pd.DataFrame:
+def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False,
+          main: Evaluation | None = None) -> pd.DataFrame:
     """The class-count sweep, with its progress; runs over more than :data:`EXACT_ITEMS` items
     rank :data:`SAMPLE_QUERIES` sampled queries unless ``exact``. Repeat r draws the same classes
     whatever the number of repeats, so fewer repeats than a stored sweep's are its first rows (no
@@ -391,27 +431,34 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int,
         e = STORE.entry(_passes_of(token).derived("sweep", method, group_size, more, sample))
         if e is not None:
             return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
-    key, fn = _sweep(token, ds, method, group_size, repeats, exact)
+    key, fn = _sweep(token, ds, method, group_size, repeats, exact, main)
     return STORE.result(key, fn, group=token.data, label="Sweeping class counts")
 
 
 def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
-                         seed: int, sweep_size: int, repeats: int, exact: bool = False) -> None:
+                         seed: int, sweep_size: int, repeats: int, exact: bool = False,
+                         main: Evaluation | None = None) -> None:
     """The Class count page's results for the other methods, one at a time in the background while
     the machine is otherwise idle, so that switching the method finds them stored: one method
     complete before the next (``methods`` in the order given: the next in the list first) — its
     sweep (the sliders above do not change it), then the pass over the sampled classes at the
-    page's current settings and its Grouped Recall@1."""
-    for m in methods:
-        todo = [_sweep(token, ds, m, sweep_size, repeats, exact), _subset(token, ds, m, n_classes, seed, exact)]
-        if not _needs_pass(ds, n_classes, group_size):
-            todo.append(_grouped(token, ds, m, n_classes, group_size, seed))
-        elif (e := STORE.entry(todo[1][0])) is not None:
-            todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value))
-        for key, fn in todo:
-            if key not in STORE:
-                STORE.prefetch(key, fn, group=token.data)
-                return
+    page's current settings and its Grouped Recall@1 — each started when the previous one is stored
+    (:meth:`~dashboard.jobs.Store.prefetch_each`)."""
+    def next_guess():
+        for m in methods:
+            sure = sure_hits(token, main, m)
+            todo = [_sweep(token, ds, m, sweep_size, repeats, exact, main),
+                    _subset(token, ds, m, n_classes, seed, exact, main)]
+            if not _needs_pass(ds, n_classes, group_size):
+                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, sure=sure))
+            elif (e := STORE.entry(todo[1][0])) is not None:
+                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value, sure))
+            for key, fn in todo:
+                if key not in STORE:
+                    return key, fn
+        return None
+
+    STORE.prefetch_each(next_guess, group=token.data)
 
 
 def vectors(token: Token, ds: Dataset, method: str) -> tuple[np.ndarray, np.ndarray]:

@@ -182,13 +182,15 @@ class Store:
                     del self._items[k]
 
     def _compute(self, key: str, fn: Callable[[Progress], object], group: str, similarities: set[str],
-                 progress: Progress) -> object:
+                 progress: Progress, then: Callable[[], object] | None = None) -> object:
         done = True
         if progress.guess:
             lower_priority()  # again: a request that joined the previous guess raised this thread
         try:
             value = fn(progress)
             self._put(key, value, group, similarities)
+            if then is not None and progress.guess and not progress.superseded:
+                then()  # the next guess of a chain (see prefetch_each), unless a request is running
             return value
         except _Superseded:
             done = False
@@ -234,12 +236,23 @@ class Store:
         self._put(key, value, group, set())
         return value
 
-    def prefetch(self, key: str, fn: Callable[[Progress], object], *, group: str) -> None:
+    def prefetch_each(self, next_guess: Callable[[], tuple[str, Callable[[Progress], object]] | None], *,
+                      group: str) -> None:
+        """:meth:`prefetch` of ``next_guess()`` (a (key, computation) not stored yet, or None when
+        none is left), and when it is stored, of the next one, and so on: while the server stays
+        idle, one guess after another, until nothing is left or a newer guess or a request comes."""
+        spec = next_guess()
+        if spec is not None:
+            self.prefetch(*spec, group=group, then=lambda: self.prefetch_each(next_guess, group=group))
+
+    def prefetch(self, key: str, fn: Callable[[Progress], object], *, group: str,
+                 then: Callable[[], object] | None = None) -> None:
         """Start ``fn`` in the background when no request is running, and store its result like
         any other: a guess at the next request, which never queues ahead of a request made and
         runs at the lowest CPU priority (a request made meanwhile gets the cores). A newer guess
         replaces a running one that nobody has asked for yet (it stops at its next progress
-        report): the guesses follow the page being looked at."""
+        report): the guesses follow the page being looked at. ``then``: called in the guess's thread
+        once its result is stored, unless superseded (the next guess of :meth:`prefetch_each`)."""
         with self._lock:
             if key in self._items or key in self._running:
                 return
@@ -247,10 +260,11 @@ class Store:
                 return
             for _, p in self._running.values():
                 p.superseded = True
-        self._start(key, fn, group, set(), pool=self._guesses)
+        self._start(key, fn, group, set(), pool=self._guesses, then=then)
 
     def _start(self, key: str, fn: Callable[[Progress], object], group: str, similarities: set[str],
-               pool: ThreadPoolExecutor | None = None) -> tuple[Future, Progress] | tuple[None, object]:
+               pool: ThreadPoolExecutor | None = None,
+               then: Callable[[], object] | None = None) -> tuple[Future, Progress] | tuple[None, object]:
         """The computation of ``key`` in flight (started here, on ``pool`` or the request pool, if
         none is), or ``(None, value)`` when its result was stored since :meth:`result` looked."""
         with self._lock:
@@ -258,7 +272,7 @@ class Store:
                 return None, self._items[key].value
             if key not in self._running:
                 progress = Progress(guess=pool is self._guesses)
-                fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress)
+                fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress, then)
                 self._running[key] = fut, progress
             elif pool is None and self._running[key][1].guess:
                 # a request for a running guess: it is now a request, never superseded, at the

@@ -6,7 +6,7 @@ for a pair when the pair sits at another position of the call or when the thread
 
 1. items are put in a **canonical order** derived from content only: exact duplicate vectors are
    merged into one *unique vector* (so duplicates tie exactly), unique vectors are sorted by
-   (smallest class code among their items, bytes);
+   (smallest class code among their items, a hash of their bytes: :func:`.layout.unique_rows`);
 2. similarities are computed in **fixed tiles** of ``TILE`` unique vectors, each by one
    single-threaded BLAS call; only tiles (I, J) with I <= J are computed and each unordered pair
    is taken from the upper triangle, so s(i, j) == s(j, i) by construction;

@@ -84,15 +84,80 @@ def _unit_scale(rows: np.ndarray) -> np.ndarray:
     return np.ldexp(rows, -e[:, None])
 
 
+#: odd 64-bit multipliers of :func:`row_hashes`, fixed (a hash of the content, never of the run)
+_HASH_MULTIPLIERS = np.random.default_rng(0x5EED_CA70).integers(1, 2**63, 4096, dtype=np.uint64) | np.uint64(1)
+_HASH_BLOCK_BYTES = 2**23  # bytes of uint64 words per block of row_hashes
+
+
+def row_hashes(X: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's bytes (uint64): equal rows get equal hashes; different rows
+    collide with probability ~2^-64. Each 32-bit word is multiplied by its column's odd constant,
+    mixed (xor-shift, multiply) and the row summed modulo 2^64: integer arithmetic, so the same
+    value for the row at any position, in any block, on any machine. ``X`` C-contiguous, its
+    rows a whole number of 32-bit words."""
+    width = X.dtype.itemsize * X.shape[1] // 4
+    words = np.ascontiguousarray(X).reshape(X.shape[0], -1).view(np.uint32).reshape(X.shape[0], width)
+    mult = np.resize(_HASH_MULTIPLIERS, width) ^ (np.arange(width, dtype=np.uint64) << np.uint64(32))
+    out = np.zeros(X.shape[0], np.uint64)
+    step = max(1, _HASH_BLOCK_BYTES // max(1, 8 * width))
+    with np.errstate(over="ignore"):
+        for a in range(0, X.shape[0], step):
+            z = words[a:a + step].astype(np.uint64)
+            z *= mult
+            z ^= z >> np.uint64(29)
+            z *= np.uint64(0xBF58476D1CE4E5B9)
+            z ^= z >> np.uint64(32)
+            np.add.reduce(z, axis=1, out=out[a:a + step])
+    return out
+
+
+def unique_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)`` of the distinct rows of ``X`` by their bytes, like ``np.unique`` of the
+    rows viewed as bytes with ``return_index`` and ``return_inverse`` (``first``: the smallest row
+    index of each distinct row; ``inverse``: each row's distinct row), but the distinct rows in the
+    order of :func:`row_hashes` instead of the bytes: a sort of n integers instead of n rows of
+    d values (0.1-1.6 s for 75 000 x 768 float32, against ~0.1 s). Rows of one hash are checked
+    to be equal; on a collision (distinct rows, one hash) the bytes order is used instead."""
+    n = X.shape[0]
+    X = np.ascontiguousarray(X)
+    if n == 0 or (X.dtype.itemsize * X.shape[1]) % 4 or X.shape[1] == 0:
+        return _unique_bytes(X)
+    h = row_hashes(X)
+    order = np.argsort(h, kind="stable")  # stable: the first row of a run is its smallest index
+    hs = h[order]
+    new = np.empty(n, bool)
+    new[0] = True
+    np.not_equal(hs[1:], hs[:-1], out=new[1:])
+    if not new.all():  # rows sharing a hash: equal rows (duplicates), or a collision
+        words = X.view(np.uint32).reshape(n, -1)
+        later = np.nonzero(~new)[0]
+        leader = np.maximum.accumulate(np.where(new, np.arange(n), 0))[later]
+        if not np.array_equal(words[order[later]], words[order[leader]]):
+            return _unique_bytes(X)
+    inv = np.empty(n, np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return order[new].astype(np.int64), inv
+
+
+def _unique_bytes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`unique_rows` in the bytes order (``np.unique`` of the rows as bytes)."""
+    if X.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = X.reshape(X.shape[0], -1).view(np.dtype((np.void, max(1, X.dtype.itemsize * X.shape[1])))) \
+        if X.shape[1] else np.zeros((X.shape[0], 1), np.uint8).view(np.dtype((np.void, 1)))
+    _, first, inv = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    return first.astype(np.int64), inv.ravel().astype(np.int64)
+
+
 def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
-    """Unique vectors in canonical order, and the items sorted to match.
+    """The rows of ``Xf`` holding the unique vectors, in canonical order (``Xf[rows]`` are the
+    vectors the pass multiplies: :func:`~.row_order.rows_in_order`), and the items sorted to match.
 
     Order: vectors of queries first (so a few queries against a large gallery touch only the
-    first row tiles), then by smallest class code, then by bytes: content and roles only."""
+    first row tiles), then by smallest class code, then by :func:`unique_rows`' order (a hash of
+    the bytes): content and roles only."""
     n, d = Xf.shape
-    rows = Xf.view(np.dtype((np.void, Xf.dtype.itemsize * d))).ravel()
-    _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
-    inv = inv.ravel()
+    first, inv = unique_rows(Xf)
     n_u = first.shape[0]
     min_code = np.full(n_u, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(min_code, inv, codes)
@@ -105,8 +170,7 @@ def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
     items = np.lexsort((np.arange(n), codes, item_u))
     uptr = np.zeros(n_u + 1, np.int64)
     np.cumsum(np.bincount(item_u, minlength=n_u), out=uptr[1:])
-    Xu = np.ascontiguousarray(Xf[first[u_order]])
-    return Xu, items, item_u[items], uptr
+    return first[u_order], items, item_u[items], uptr
 
 
 def score_range(Xu: np.ndarray, similarity: str) -> tuple[float, float]:

@@ -116,7 +116,7 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
     Xf = prepare_vectors(X, similarity, precision)
-    Xu, items, item_u, uptr = canonical_order(Xf, codes, isq)
+    u_rows, items, item_u, uptr = canonical_order(Xf, codes, isq)  # the vectors are Xf[u_rows]
     lab = codes[items]
     q_c = isq[items]
     g_c = isg[items]
@@ -125,18 +125,18 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     q_pos, expand = ranked_queries(groups, all_q)
     # R of each query = same-class gallery items other than itself
     R = gallery_positives(lab, g_c)[q_pos]
-    lo, hi = score_range(Xu, similarity)
-    if not max(abs(lo), abs(hi)) < float(np.finfo(Xu.dtype).max):
-        _overflow(similarity, Xu.dtype, X)
+    lo, hi = score_range(Xf, similarity)  # every row is one of the vectors: the same extremes
+    if not max(abs(lo), abs(hi)) < float(np.finfo(Xf.dtype).max):
+        _overflow(similarity, Xf.dtype, X)
     if similarity != "cosine":
-        top = float(np.max(np.abs(Xu))) if Xu.size else 0.0
-        sq = top * top * Xu.shape[1]  # bounds the largest dot score and squared distance (float64 tiles)
-        if sq < _SMALLEST_SCORE[Xu.dtype if similarity == "dot" else np.dtype(np.float64)] or (
-                similarity == "euclidean" and top < _SMALLEST_SCORE[Xu.dtype]):
-            _underflow(similarity, Xu.dtype, X)
+        top = float(np.max(np.abs(Xf))) if Xf.size else 0.0
+        sq = top * top * Xf.shape[1]  # bounds the largest dot score and squared distance (float64 tiles)
+        if sq < _SMALLEST_SCORE[Xf.dtype if similarity == "dot" else np.dtype(np.float64)] or (
+                similarity == "euclidean" and top < _SMALLEST_SCORE[Xf.dtype]):
+            _underflow(similarity, Xf.dtype, X)
     first = uptr[:-1]
-    n_tiles = max(1, math.ceil(Xu.shape[0] / TILE))
-    tile_of_u = np.arange(Xu.shape[0]) // TILE
+    n_tiles = max(1, math.ceil(u_rows.shape[0] / TILE))
+    tile_of_u = np.arange(u_rows.shape[0]) // TILE
     ulab = np.where(np.diff(uptr) == 1, lab[first], -1)  # -1: vector shared by several items
     tile_shared = np.zeros(n_tiles, bool)
     tile_shared[tile_of_u[ulab < 0]] = True
@@ -151,6 +151,9 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     from .query_metrics import metric_plan  # numba: imported here, after the NumPy work above (see .compiled)
 
     columns, metric_kernels, metric_cutoffs = metric_plan(ks_arr.tolist(), hit_rates_only)
+    from .row_order import rows_in_order
+
+    Xu = rows_in_order(Xf, u_rows)  # Xf is this pass's own copy: permuted in place when no rows merged
     from .cutoff_plan import CUTOFF_FLOOR, block_dtype, kept_ranks
 
     n_entries = positive_entries(groups, lab[q_pos], q_pos)

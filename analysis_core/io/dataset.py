@@ -153,20 +153,22 @@ class Dataset:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
         return Dataset.from_checked(**{**fields, "embeddings": {m: self.embeddings[m] for m in names}})
 
-    def subset(self, rows: np.ndarray) -> Dataset:
-        """The dataset restricted to ``rows`` (indices or boolean mask), in that order. The rows
-        are already valid; settings-dependent checks (:func:`validate`) still apply to the subset."""
+    def subset(self, rows: np.ndarray, methods: Sequence[str] | None = None) -> Dataset:
+        """The dataset restricted to ``rows`` (indices or boolean mask), in that order, and to
+        ``methods`` (default: every method; each kept method's rows are copied). The rows are
+        already valid; settings-dependent checks (:func:`validate`) still apply to the subset."""
         rows = np.asarray(rows)
+        names = self.methods if methods is None else list(methods)
 
         def take(a):
             return None if a is None else a[rows]
 
         return Dataset.from_checked(
-            labels=self.labels[rows], embeddings={m: e[rows] for m, e in self.embeddings.items()},
+            labels=self.labels[rows], embeddings={m: self.embeddings[m][rows] for m in names},
             split=take(self.split), confidence=take(self.confidence), role=take(self.role), ids=take(self.ids),
             source=self.source, notes=self.notes,
             method_confidence=None if self.method_confidence is None else {
-                m: v[rows] for m, v in self.method_confidence.items()},
+                m: v[rows] for m, v in self.method_confidence.items() if m in names} or None,
         )
 
 

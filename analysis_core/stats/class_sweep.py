@@ -40,7 +40,8 @@ def _query_seed(run_seed: int) -> int:
 
 def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | None = None, repeats: int = 3,
                       seed: int = 0, group_size: int = 10, similarity: str = "cosine",
-                      query_sample: int | None = None, exact_up_to: int = 0, progress=None) -> pd.DataFrame:
+                      query_sample: int | None = None, exact_up_to: int = 0, progress=None,
+                      sure_hits: np.ndarray | None = None, loo_pass=None) -> pd.DataFrame:
     """For each class count C (and repeat): the metrics on C sampled classes. Columns:
     n_classes, repeat, n_items, n_queries, of_queries, recall_at_1, map_at_r, map,
     grouped_recall_at_1 (with its interval), jsd.
@@ -51,7 +52,13 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     Recall@1, MAP@R and mAP are then the stratified estimates, the JSD that of the sampled
     queries' pairs (``n_queries`` < ``of_queries``), and a run costs ``query_sample`` x its items
     instead of its items squared. Grouped Recall@1 stays exact (each group is small).
-    ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items."""
+    ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items.
+    ``sure_hits``: per row, the items that are a grouped-recall hit in any group (see
+    :func:`~.grouped_recall.sure_hits`; a sampled class set keeps whole classes): the same values,
+    the groups' passes rank only the other queries. ``loo_pass``: a leave-one-out pass over all of
+    ``X`` (every item a query and in the gallery, float32, this similarity, 200 histogram bins, as
+    :meth:`~analysis_core.Evaluation.loo_pass` gives): the point with every class reads its exact
+    values instead of running a pass (sampled or not)."""
     codes = np.asarray(codes)
     n_all = np.unique(codes).size
     repeats = check_int(repeats, "repeats (per class count)", 1)
@@ -67,7 +74,8 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     def one(cr: tuple[int, int]) -> dict:
         c, r = cr
         row, _ = sweep_run(X, codes, c, seed * 1_000_003 + 7919 * r + c, group_seed=seed + r, group_size=group_size,
-                           similarity=similarity, query_sample=query_sample, exact_up_to=exact_up_to)
+                           similarity=similarity, query_sample=query_sample, exact_up_to=exact_up_to,
+                           sure_hits=sure_hits, loo_pass=loo_pass)
         return {"n_classes": c, "repeat": r, **row}
 
     # two runs at a time: each has a serial part (layout, sampling, summaries) the other overlaps;
@@ -86,22 +94,38 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     return pd.DataFrame(rows)
 
 
+_BINS = 200  # the pair histograms' bins (JSD): a pass given as ``loo_pass`` has the same
+
+
+def _recall_at_1(p):
+    """A pass with its Recall@1 column (from its kept tie blocks when its cutoffs lack 1)."""
+    from ..engine.cutoffs import with_cutoffs
+
+    return p if "recall_at_1" in p.columns else with_cutoffs(p, tuple(sorted({1, *p.ks})))
+
+
 def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *, group_seed: int,
               group_size: int = 10, similarity: str = "cosine", query_sample: int | None = None,
-              exact_up_to: int = 0) -> tuple[dict, QuerySample | None]:
+              exact_up_to: int = 0, sure_hits: np.ndarray | None = None,
+              loo_pass=None) -> tuple[dict, QuerySample | None]:
     """One point of the sweep: ``n_classes`` classes drawn with ``run_seed``, their metrics (see
     :func:`class_count_sweep`), and the query sample ranked (None: every query; its positions
     are in the drawn items, in input order)."""
     idx = sample_classes(codes, n_classes, seed=run_seed)
     sub = codes[idx]
     frame = query_frame(sub)
+    whole = loo_pass if loo_pass is not None and idx.size == codes.size and loo_pass.hist_pos.size == _BINS \
+        else None  # every item drawn
     qs = stratified_sample(sub, frame, query_sample, _query_seed(run_seed)) \
-        if query_sample is not None and 2 <= query_sample < frame.size and idx.size > exact_up_to else None
+        if whole is None and query_sample is not None and 2 <= query_sample < frame.size \
+        and idx.size > exact_up_to else None
     is_query = None
     if qs is not None:
         is_query = np.zeros(sub.size, bool)
         is_query[qs.chosen] = True
-    res = run_pass(X[idx], sub, is_query=is_query, similarity=similarity, ks=(1,), n_recall=2)
+    Xs = X if whole is not None else X[idx]  # one copy of the drawn items, for the pass and the groups
+    res = _recall_at_1(whole) if whole is not None else run_pass(Xs, sub, is_query=is_query, similarity=similarity,
+                                                                 ks=(1,), n_recall=2, n_bins=_BINS)
     scored = res.values[:, 0] > 0
     col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}
     if qs is None:
@@ -112,8 +136,8 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
 
         def mean(name: str) -> float:
             return stratified_mean(col[name], strata, qs)
-    gr = grouped_recall(X[idx], sub, group_size=group_size, ks=(1,), similarity=similarity,
-                        seed=group_seed).table.iloc[0]
+    gr = grouped_recall(Xs, sub, group_size=group_size, ks=(1,), similarity=similarity, seed=group_seed,
+                        sure_hits=None if sure_hits is None else sure_hits[idx], loo_pass=whole).table.iloc[0]
     return dict(n_items=idx.size, n_queries=int(scored.sum()), of_queries=frame.size,
                 recall_at_1=mean("recall_at_1"), map_at_r=mean("map_at_r"), map=mean("ap"),
                 grouped_recall_at_1=gr["mean"], grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],

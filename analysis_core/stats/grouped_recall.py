@@ -87,7 +87,8 @@ def _partitions(classes: np.ndarray, group_size: int, seed: int, repeats: int):
 
 def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks: tuple[int, ...] = (1,),
                    similarity: str = "cosine", seed: int = 0, repeats: int = 1, alpha: float = 0.05,
-                   loo_pass: PassResult | None = None, keep_cutoffs: bool = False) -> GroupedRecall:
+                   loo_pass: PassResult | None = None, keep_cutoffs: bool = False,
+                   sure_hits: np.ndarray | None = None, items: np.ndarray | None = None) -> GroupedRecall:
     """Grouped Recall@K over random partitions of the classes into groups of ``group_size``.
 
     With ``repeats > 1`` every repeat is a new partition (seeds ``[seed, r]``); the reported mean
@@ -105,8 +106,18 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (:attr:`GroupedRecall.every_k`), so that
     :meth:`GroupedRecall.with_ks` among them runs no pass (what :func:`~analysis_core.evaluate`
     asks for; a hit-rate column costs the passes little, its rows and chance levels ~1 ms a group).
+
+    ``sure_hits``: one flag per row of ``X``, True for the items that are a hit at every cutoff in
+    every group (:func:`sure_hits`, from a leave-one-out pass over these items or over more whole
+    classes): a group's pass then ranks only its other queries, and the sure ones count as hits
+    (the same values; the passes cost that fraction of the work: ~0 on a well-trained embedding).
+
+    ``items``: the rows of ``X`` (and of ``codes``, ``sure_hits``) evaluated, default all: each
+    group gathers its rows from ``X`` itself, with no copy of the items first. ``loo_pass`` is then
+    a pass over those items.
     """
-    codes = np.asarray(codes)
+    rows = None if items is None else np.asarray(items)
+    codes = np.asarray(codes) if rows is None else np.asarray(codes)[rows]
     classes = np.unique(codes)
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
@@ -123,11 +134,24 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     jobs = [(r, g, np.nonzero(np.isin(codes, members))[0])
             for r, groups in _partitions(classes, group_size, seed, repeats) for g, members in enumerate(groups)]
 
-    def one(idx: np.ndarray) -> PassResult:
+    sure = None if sure_hits is None else np.asarray(sure_hits, bool)
+    if sure is not None and sure.shape != (X.shape[0],):
+        raise ValueError(f"sure_hits needs one flag per row of X ({X.shape[0]}), not {sure.shape}")
+    if sure is not None and rows is not None:
+        sure = sure[rows]
+
+    def gather(idx: np.ndarray) -> np.ndarray:
+        return X[idx] if rows is None else X[rows[idx]]
+
+    def one(idx: np.ndarray) -> PassResult | None:
         if whole is not None and idx.size == codes.size:
             return whole
-        return run_pass(X[idx], codes[idx], similarity=similarity, ks=kept, n_recall=2, n_threads=1,
-                        hit_rates_only=True)
+        if sure is None:
+            return run_pass(gather(idx), codes[idx], similarity=similarity, ks=kept, n_recall=2, n_threads=1,
+                            hit_rates_only=True)
+        ask = ~sure[idx]
+        return run_pass(gather(idx), codes[idx], is_query=ask, similarity=similarity, ks=kept, n_recall=2,
+                        n_threads=1, hit_rates_only=True) if ask.any() else None
 
     # the groups' passes, one thread each, on every core (a pass's values do not depend on it)
     n_threads = min(len(jobs), os.cpu_count() or 1)
@@ -138,18 +162,39 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
         passes = [one(idx) for _, _, idx in jobs]
     rows = []
     for (r, g, idx), res in zip(jobs, passes, strict=True):
-        scored = res.values[:, 0] > 0
+        # the sure hits of a group ranked by part of it (a whole-class group's pass ranks them all)
+        hits = np.ones(0 if sure is None or (res is not None and res is whole) else int(sure[idx].sum()))
+        scored = np.zeros(0, bool) if res is None else res.values[:, 0] > 0
         sizes = np.unique(codes[idx], return_counts=True)[1]
         for k in kept:
-            col = res.columns.index(f"recall_at_{k}")
-            v = res.values[scored, col]
+            v = hits if res is None else np.concatenate([hits, res.values[scored, res.columns.index(f"recall_at_{k}")]])
             rows.append(dict(repeat=r, group=g, k=k, recall=fsum_mean(v),
-                             n_queries=int(scored.sum()), chance=chance_hit_rate(sizes, k)))
+                             n_queries=int(v.size), chance=chance_hit_rate(sizes, k)))
     every_k = pd.DataFrame(rows, columns=["repeat", "group", "k", "recall", "n_queries", "chance"])
     per_group = every_k if kept == ks else every_k[every_k["k"].isin(ks)].reset_index(drop=True)
     return GroupedRecall(group_size, alpha, repeats, int(classes.size % group_size) if group_size <= classes.size
                          else int(classes.size), _table(per_group, ks, alpha), per_group, seed,
                          every_k if keep_cutoffs else None)
+
+
+def sure_hits(loo_pass: PassResult, n_items: int) -> np.ndarray:
+    """The items that are a hit at every cutoff in every group of whole classes: Recall@1 = 1 in
+    ``loo_pass`` (a leave-one-out pass over these ``n_items`` items, every one a query and in the
+    gallery, in float32), i.e. their first tie block holds positives only. A group keeps a query's
+    whole class and drops other classes' items, so that block stays first and all positive (up to
+    the rounding of a pair's score in another tile: a negative within one float32 step of the best
+    positive; see :mod:`~analysis_core.engine.core`). Also for any subset of whole classes of the
+    items (take the subset's rows). Nothing is sure when the pass cannot give Recall@1."""
+    out = np.zeros(n_items, bool)
+    if loo_pass.query_items.size != n_items:
+        return out
+    res = loo_pass
+    if "recall_at_1" not in res.columns:
+        if not answers(res, (1,)):
+            return out
+        res = with_cutoffs(res, (1,))
+    out[res.query_items] = res.values[:, res.columns.index("recall_at_1")] == 1.0
+    return out
 
 
 def _table(per_group: pd.DataFrame, ks: tuple[int, ...], alpha: float) -> pd.DataFrame:

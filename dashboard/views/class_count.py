@@ -16,13 +16,13 @@ def sweep_size(n_classes: int) -> int:
 
 
 @st.fragment
-def class_sweep(key, ds, method: str, exact: bool) -> None:
+def class_sweep(key, ds, method: str, exact: bool, ev) -> None:
     """The sweep over class counts (its progress shown while it runs): the number of repeats
     reruns this section only."""
     n_all = ds.n_classes
     repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
     sweep_s = sweep_size(n_all)
-    sw = cache.sweep(key, ds, method, sweep_s, repeats, exact)
+    sw = cache.sweep(key, ds, method, sweep_s, repeats, exact, ev)
     sampled = sw["n_queries"] < sw["of_queries"]
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
                "whiskers span the repeats." + (
@@ -54,7 +54,7 @@ if got is not None:
         help=f"C classes holding more than {cache.EXACT_ITEMS:,} items are evaluated on a stratified sample of "
              f"{cache.SAMPLE_QUERIES:,} of their queries (against all of their items), with intervals; on: every "
              "query, the exact values, a pass over all of their items")
-    sub = cache.subset_evaluation(key, ds, method, n_classes, group_size, seed, exact)
+    sub = cache.subset_evaluation(key, ds, method, n_classes, group_size, seed, exact, ev)
     s = sub.summary()
     m = s["methods"][method]
     g = m["grouped_recall_at_k"]
@@ -83,7 +83,7 @@ if got is not None:
                    f"{interval('recall_at_1')}, MAP@R {interval('map_at_r')}, JSD {interval('jsd')}. "
                    "Grouped Recall@1 is exact. Turn on “Every query” for the exact values.")
     st.subheader("Sweep over the number of classes")
-    class_sweep(key, ds, method, exact)
+    class_sweep(key, ds, method, exact, ev)
     i = ev.methods.index(method)  # the methods after this one first, as listed
     cache.prefetch_class_count(key, ds, ev.methods[i + 1:] + ev.methods[:i], n_classes, group_size, seed,
-                               sweep_size(n_all), st.session_state.get("cc-repeats", 3), exact)
+                               sweep_size(n_all), st.session_state.get("cc-repeats", 3), exact, ev)

@@ -222,18 +222,27 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     at.file_uploader(key="uploaded_files").set_value(("big.npz", buf.getvalue(), "application/octet-stream")).run()
     at.switch_page("views/class_count.py").run()
     assert not at.exception and not at.error
+    # every class drawn: the page's own pass over every query (exact), no sample
     shown = {m.label: m.value for m in at.metric}
-    ref = evaluate(ds, ks=(1,), max_classes=n_classes, seed=0, query_sample=cache.SAMPLE_QUERIES).summary()
-    m = ref["methods"]["m"]
+    m = evaluate(ds, ks=(1,)).summary()["methods"]["m"]
+    assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
+    assert "queries (seed" not in " ".join(c.value for c in at.caption)
+    c = 50  # of 60 classes: ~5 400 items, over EXACT_ITEMS
+    at.slider(key="cc-classes").set_value(c).run()
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    ref = evaluate(ds, ks=(1,), max_classes=c, seed=0, query_sample=cache.SAMPLE_QUERIES)
+    m = ref.summary()["methods"]["m"]
+    assert ref.rows.size > cache.EXACT_ITEMS
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
     text = " ".join(c.value for c in at.caption)
-    assert f"sample of {cache.SAMPLE_QUERIES:,} of the {ds.n_items:,} queries" in text
+    assert f"sample of {cache.SAMPLE_QUERIES:,} of the {ref.query_sample.frame.size:,} queries" in text
     assert f"[{m['intervals']['recall_at_1']['low']:.4f}, {m['intervals']['recall_at_1']['high']:.4f}]" in text
     assert "each repeat ranks a stratified sample" in text  # the sweep's points over EXACT_ITEMS items
     at.toggle(key="cc-exact").set_value(True).run()
     assert not at.exception and not at.error
     shown = {m.label: m.value for m in at.metric}
-    m = evaluate(ds, ks=(1,), max_classes=n_classes, seed=0).summary()["methods"]["m"]
+    m = evaluate(ds, ks=(1,), max_classes=c, seed=0).summary()["methods"]["m"]
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
     assert "queries (seed" not in " ".join(c.value for c in at.caption)
 

@@ -206,12 +206,22 @@ def test_a_load_refused_by_the_budget_gives_its_files_bytes_back(server, upload_
     assert ledger.held == uploads.dataset_bytes(kept) + WORK < len(files[0].getvalue()) + WORK + MB
 
 
-def test_the_dataset_reads_the_stores_bytes_not_the_widgets_copy(server, upload_store):
-    """Streamlit hands the script a deep copy of the uploader's value on every run (its bytes
-    copied): :func:`uploads.stored` gives the store's own bytes object and closes the copy."""
+def test_the_dataset_reads_the_stores_bytes_and_the_widgets_copy_shares_them(server, upload_store):
+    """Streamlit hands the script a deep copy of the uploader's value on every run; with
+    :func:`uploads.share_upload_copies` (the server's start) the copy shares the file's bytes (no
+    copy of an 882 MB upload per run) with its own position, and writing to it leaves the stored
+    file as it was. :func:`uploads.stored` gives the store's own bytes object and closes the copy."""
+    uploads.share_upload_copies()
+    uploads.share_upload_copies()  # idempotent
     up = _upload(upload_store, "a.bin", bytes(3 * MB))
+    up.seek(7)
     copy_ = copy.deepcopy(up)  # what st.file_uploader returns (session_state.register_widget)
-    assert copy_.getvalue() is not up.getvalue()  # the copy Streamlit makes holds its own bytes
+    assert copy_.getvalue() is up.getvalue() and isinstance(copy_, UploadedFile)  # shared, not copied
+    assert copy_.tell() == 7 and (copy_.file_id, copy_.name, copy_.size) == (up.file_id, up.name, up.size)
+    copy_.seek(0)
+    copy_.write(b"changed")
+    assert up.tell() == 7 and up.getvalue() == bytes(3 * MB) and copy_.getvalue()[:7] == b"changed"
+    copy_ = copy.deepcopy([up])[0]  # inside the list Streamlit stores
     got, = uploads.stored([copy_])
     assert got.data is upload_store.get_files("s", ["a.bin"])[0].data and copy_.closed
     assert (got.file_id, got.name, got.getvalue()) == ("a.bin", "a.bin", bytes(3 * MB))

@@ -253,3 +253,103 @@ def test_a_sweep_with_every_query_sampled_or_under_the_exact_size_is_the_exact_s
     pd.testing.assert_frame_equal(sampled[sampled["n_items"] <= 100], exact[exact["n_items"] <= 100], check_exact=True)
     pd.testing.assert_series_equal(sampled["grouped_recall_at_1"], exact["grouped_recall_at_1"], check_exact=True)
 
+
+
+def _grouped_recall_at_1_by_brute_force(X, y, groups, similarity):
+    """Tie-aware Recall@1 within each group of classes (float64 scores, explicit): a query's first
+    tie block among its group's other items holds p positives of b items: p / b."""
+    S = score_matrix(X, similarity)
+    out = []
+    for members in groups:
+        idx = np.nonzero(np.isin(y, members))[0]
+        vals = []
+        for q in idx:
+            g = idx[idx != q]
+            if not (y[g] == y[q]).any():
+                continue
+            s = S[q, g]
+            top = s == s.max()
+            vals.append((y[g][top] == y[q]).sum() / top.sum())
+        out.append(np.mean(vals) if vals else np.nan)
+    return np.array(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(3, 9), st.integers(2, 4), st.sampled_from(["dot", "euclidean"]))
+def test_grouped_recall_with_sure_hits_equals_the_groups_by_brute_force(seed, n_classes, group_size, similarity):
+    """Small integer vectors (exact scores in float32, many exact ties): the sure hits of the pass
+    over every item (its Recall@1 = 1) and the groups' passes over the other queries give each
+    group's tie-aware Recall@1 exactly as brute force does, on all the classes and on a subset of
+    whole classes; and the same per-group table as the passes over every query."""
+    from analysis_core.stats.grouped_recall import _partitions, sure_hits
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, rng.integers(n_classes * 2, n_classes * 8))
+    X = (rng.integers(-1, 2, (n_classes, 3))[y] * 2 + rng.integers(-1, 2, (y.size, 3))).astype(np.float32)
+    sure = sure_hits(run_pass(X, y, similarity=similarity, ks=(1,)), y.size)
+    S = score_matrix(X, similarity)
+    for q in range(y.size):  # sure: the first tie block among all other items holds positives only
+        others = np.arange(y.size) != q
+        s = S[q, others]
+        assert sure[q] == bool((y[others] == y[q]).any() and (y[others][s == s.max()] == y[q]).all())
+    for idx in (np.arange(y.size), np.nonzero(np.isin(y, np.unique(y)[::2]))[0]):
+        Xs, ys = X[idx], y[idx]
+        if np.unique(ys).size < group_size:
+            continue
+        got = grouped_recall(Xs, ys, group_size=group_size, ks=(1, 2), similarity=similarity, seed=seed,
+                             sure_hits=sure[idx])
+        plain = grouped_recall(Xs, ys, group_size=group_size, ks=(1, 2), similarity=similarity, seed=seed)
+        pd.testing.assert_frame_equal(got.per_group, plain.per_group, check_exact=True)
+        rows = grouped_recall(X, y, group_size=group_size, ks=(1, 2), similarity=similarity, seed=seed,
+                              sure_hits=sure, items=idx)  # the items' rows read from X itself
+        pd.testing.assert_frame_equal(rows.per_group, plain.per_group, check_exact=True)
+        groups = next(_partitions(np.unique(ys), group_size, seed, 1))[1]
+        want = _grouped_recall_at_1_by_brute_force(Xs, ys, groups, similarity)
+        np.testing.assert_allclose(got.per_group.query("k == 1")["recall"].to_numpy(), want, rtol=0, atol=1e-12)
+
+
+def test_a_sweep_with_sure_hits_is_the_sweep_and_the_groups_rank_only_the_other_queries(monkeypatch):
+    """On clustered float data (cosine): the sweep and Grouped Recall with the sure hits of the
+    full pass equal them without; the groups' passes rank only the queries that are not sure."""
+    from analysis_core.stats import grouped_recall as gr_module
+    from analysis_core.stats.grouped_recall import sure_hits
+
+    X, y = _clusters(np.random.default_rng(7), 40, 25, dim=16, noise=1.1)
+    sure = sure_hits(run_pass(X, y, ks=(1, 2)), y.size)
+    assert 0.2 < sure.mean() < 0.95  # some sure, some not: both paths run
+    plain = class_count_sweep(X, y, counts=[10, 40], repeats=2, group_size=5)
+    ranked: list[int] = []
+    original = gr_module.run_pass
+
+    def counting(X, codes, *, is_query=None, **kw):
+        ranked.append(len(codes) if is_query is None else int(np.sum(is_query)))
+        return original(X, codes, is_query=is_query, **kw)
+
+    monkeypatch.setattr(gr_module, "run_pass", counting)
+    fast = class_count_sweep(X, y, counts=[10, 40], repeats=2, group_size=5, sure_hits=sure)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+    # every group's pass ranked its not-sure queries only: in all, each sampled run's not-sure items
+    assert sum(ranked) < (1 - sure.mean() + 0.1) * sum(len(y) * r for r in (10 / 40, 10 / 40, 1))
+
+
+def test_the_sweeps_point_with_every_class_reads_the_given_pass_exactly():
+    """With the leave-one-out pass over every item given, the point with every class is that
+    pass's exact values (no sample, even over exact_up_to), and every other point is the sweep's
+    own (the same as without it)."""
+    X, y = _clusters(np.random.default_rng(9), 12, 40, dim=8, noise=1.3)
+    p = run_pass(X, y, ks=(1, 4))
+    opts = dict(counts=[4, 12], repeats=2, group_size=3, query_sample=100, exact_up_to=50)
+    plain = class_count_sweep(X, y, **opts)
+    got = class_count_sweep(X, y, loo_pass=p, **opts)
+    pd.testing.assert_frame_equal(got[got.n_classes == 4], plain[plain.n_classes == 4], check_exact=True)
+    assert (plain[plain.n_classes == 12]["n_queries"] < y.size).all()  # sampled without the pass
+    row = got[got.n_classes == 12].iloc[0]
+    S = score_matrix(X, "cosine")
+    ref = [ranking_metrics(rel[np.argsort(-s, kind="stable")], ks=(1,)) for _, s, rel in leave_one_out_rows(S, y)]
+    assert row["n_queries"] == row["of_queries"] == y.size
+    assert row["recall_at_1"] == pytest.approx(np.mean([r["recall_at_1"] for r in ref]), abs=1e-12)
+    assert row["map_at_r"] == pytest.approx(np.mean([r["map_at_r"] for r in ref]), abs=1e-12)
+    assert row["map"] == pytest.approx(np.mean([r["ap"] for r in ref]), abs=1e-12)
+    assert row["jsd"] == jensen_shannon(p.hist_pos, p.hist_neg)
+    whole = grouped_recall(X, y, group_size=3, ks=(1,), seed=0).table.iloc[0]  # group seed of repeat 0
+    assert row["grouped_recall_at_1"] == whole["mean"]

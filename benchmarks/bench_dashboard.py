@@ -12,6 +12,11 @@ The Overview page times the sidebar's own controls: the cutoffs K (a view of the
 :meth:`analysis_core.Evaluation.with_ks`, and of the class jackknife's replicates), α and the unit
 of inference; the Statistics page K too (its analysis takes every metric's column).
 
+The Class count page times C, S and the seed on every method (the upload's a, b, c: easy, typical,
+near chance), the switch to the second method at once (its first visit: its class-count sweep runs)
+and to the third after the page sat idle (the server's background guesses ran; the wait is printed,
+not timed).
+
 AppTest always reruns the whole script, so a control inside an ``st.fragment`` (which in the
 browser reruns only its fragment) is timed here at its full-rerun cost: an upper bound.
 

@@ -116,8 +116,8 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     group gathers its rows from ``X`` itself, with no copy of the items first. ``loo_pass`` is then
     a pass over those items.
     """
-    rows = None if items is None else np.asarray(items)
-    codes = np.asarray(codes) if rows is None else np.asarray(codes)[rows]
+    item_rows = None if items is None else np.asarray(items)
+    codes = np.asarray(codes) if item_rows is None else np.asarray(codes)[item_rows]
     classes = np.unique(codes)
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
@@ -137,11 +137,11 @@ def grouped_recall(X: np.ndarray, codes: np.ndarray, *, group_size: int = 10, ks
     sure = None if sure_hits is None else np.asarray(sure_hits, bool)
     if sure is not None and sure.shape != (X.shape[0],):
         raise ValueError(f"sure_hits needs one flag per row of X ({X.shape[0]}), not {sure.shape}")
-    if sure is not None and rows is not None:
-        sure = sure[rows]
+    if sure is not None and item_rows is not None:
+        sure = sure[item_rows]
 
     def gather(idx: np.ndarray) -> np.ndarray:
-        return X[idx] if rows is None else X[rows[idx]]
+        return X[idx] if item_rows is None else X[item_rows[idx]]
 
     def one(idx: np.ndarray) -> PassResult | None:
         if whole is not None and idx.size == codes.size:

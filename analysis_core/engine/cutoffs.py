@@ -47,6 +47,14 @@ def answers(result: PassResult, ks: tuple[int, ...]) -> bool:
             and all(m.kernel in PREFIX_KERNELS for m in query_columns(tuple(ks)) if m.cutoff == "k"))
 
 
+def with_recall_at_1(result: PassResult) -> PassResult | None:
+    """``result`` with a Recall@1 column: itself when it has one, else its cutoffs 1 from its kept
+    tie blocks (:func:`with_cutoffs`); None when it kept none."""
+    if "recall_at_1" in result.columns:
+        return result
+    return with_cutoffs(result, (1,)) if answers(result, (1,)) else None
+
+
 def with_cutoffs(result: PassResult, ks: tuple[int, ...]) -> PassResult:
     """``result`` with the per-query columns of cutoffs ``ks`` (sorted, distinct) in place of its
     own: equal to a pass with ``ks`` (every other column, curve and histogram is the pass's own;

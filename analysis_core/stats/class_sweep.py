@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.core import run_pass
+from ..engine.cutoffs import with_recall_at_1
 from ..numerics import fsum_mean
 from ..options import check_int
 from .grouped_recall import grouped_recall
@@ -97,13 +98,6 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
 _BINS = 200  # the pair histograms' bins (JSD): a pass given as ``loo_pass`` has the same
 
 
-def _recall_at_1(p):
-    """A pass with its Recall@1 column (from its kept tie blocks when its cutoffs lack 1)."""
-    from ..engine.cutoffs import with_cutoffs
-
-    return p if "recall_at_1" in p.columns else with_cutoffs(p, tuple(sorted({1, *p.ks})))
-
-
 def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *, group_seed: int,
               group_size: int = 10, similarity: str = "cosine", query_sample: int | None = None,
               exact_up_to: int = 0, sure_hits: np.ndarray | None = None,
@@ -114,8 +108,8 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
     idx = sample_classes(codes, n_classes, seed=run_seed)
     sub = codes[idx]
     frame = query_frame(sub)
-    whole = loo_pass if loo_pass is not None and idx.size == codes.size and loo_pass.hist_pos.size == _BINS \
-        else None  # every item drawn
+    whole = with_recall_at_1(loo_pass) if loo_pass is not None and idx.size == codes.size \
+        and loo_pass.hist_pos.size == _BINS else None  # every item drawn: the given pass (None if it cannot say)
     qs = stratified_sample(sub, frame, query_sample, _query_seed(run_seed)) \
         if whole is None and query_sample is not None and 2 <= query_sample < frame.size \
         and idx.size > exact_up_to else None
@@ -124,7 +118,7 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
         is_query = np.zeros(sub.size, bool)
         is_query[qs.chosen] = True
     Xs = X if whole is not None else X[idx]  # one copy of the drawn items, for the pass and the groups
-    res = _recall_at_1(whole) if whole is not None else run_pass(Xs, sub, is_query=is_query, similarity=similarity,
+    res = whole if whole is not None else run_pass(Xs, sub, is_query=is_query, similarity=similarity,
                                                                  ks=(1,), n_recall=2, n_bins=_BINS)
     scored = res.values[:, 0] > 0
     col = {name: res.values[scored, i] for i, name in enumerate(res.columns)}

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..engine.core import run_pass
 from ..engine.cutoff_plan import CUTOFF_FLOOR
-from ..engine.cutoffs import answers, with_cutoffs
+from ..engine.cutoffs import answers, with_cutoffs, with_recall_at_1
 from ..engine.results import PassResult
 from ..numerics import fsum_mean
 from .quantiles import t_quantile
@@ -188,11 +188,9 @@ def sure_hits(loo_pass: PassResult, n_items: int) -> np.ndarray:
     out = np.zeros(n_items, bool)
     if loo_pass.query_items.size != n_items:
         return out
-    res = loo_pass
-    if "recall_at_1" not in res.columns:
-        if not answers(res, (1,)):
-            return out
-        res = with_cutoffs(res, (1,))
+    res = with_recall_at_1(loo_pass)
+    if res is None:
+        return out
     out[res.query_items] = res.values[:, res.columns.index("recall_at_1")] == 1.0
     return out
 

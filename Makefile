@@ -39,9 +39,9 @@ system-deps: export-deps
 	    || echo "warning: could not install texlive; LaTeX tables are checked structurally only"; fi; \
 	  if ! command -v pdfinfo >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    poppler-utils >/dev/null || echo "warning: could not install poppler-utils; figure size tests skip"; fi; \
-	  if ! Rscript -e 'library(lmerTest); library(car)' >/dev/null 2>&1; then apt-get update -qq && \
+	  if ! Rscript -e 'library(lmerTest); library(car); library(survey)' >/dev/null 2>&1; then apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-base-core r-cran-car \
-	    r-cran-lme4 r-cran-lmertest >/dev/null || echo "warning: could not install R; the R oracle tests skip"; fi; \
+	    r-cran-lme4 r-cran-lmertest r-cran-survey >/dev/null || echo "warning: could not install R; the R oracle tests skip"; fi; \
 	else echo "note: not root: texlive and poppler-utils must already be installed, else those tests skip"; fi
 
 run: $(STAMP) export-deps

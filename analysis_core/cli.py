@@ -289,7 +289,8 @@ def _add_precision_arg(p: argparse.ArgumentParser) -> None:
 def _add_scale_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-sample", type=_number(int, lambda v: v >= 2, "an integer >= 2"), default=None,
                    metavar="N", help="evaluate N queries (stratified by class, seeded by --seed) against the whole "
-                   "gallery; every mean gets a confidence interval")
+                   "gallery; every mean gets a confidence interval (with --group-size, each group ranks at most N "
+                   "of its queries)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--workers", type=_positive, default=None, metavar="N",
                    help="run the pass on a local Dask cluster of N worker processes (same results)")

@@ -362,7 +362,8 @@ class Evaluation:
                 sub.embeddings[m], sub.label_codes, group_size=g.group_size, ks=ks, similarity=self.similarity,
                 seed=g.seed, repeats=g.repeats, alpha=g.alpha, loo_pass=results[m] if self.loo_pass(m) is not None
                 else None, keep_cutoffs=True,
-                sure_hits=sure_hits(results[m], sub.n_items) if self.loo_pass(m) is not None else None)
+                sure_hits=sure_hits(results[m], sub.n_items) if self.loo_pass(m) is not None else None,
+                query_sample=g.query_sample)
                 for m, g in self.grouped.items()}
         return self._sharing(replace(self, ks=ks, results=results, grouped=grouped, provenance=provenance))
 
@@ -534,7 +535,9 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     ``alpha``); ``max_classes`` evaluates ``max_classes`` classes drawn at random (``seed``).
     ``query_sample`` evaluates that many queries (a stratified sample, ``seed``) against the whole
     gallery; every per-query mean then comes with a ``1 - alpha`` interval
-    (:mod:`analysis_core.stats.sampling`). ``compute``: where the passes run (``None``: this
+    (:mod:`analysis_core.stats.sampling`), and Grouped Recall ranks at most that many of each
+    group's queries that can miss (estimated per group; its interval over groups carries that
+    sampling too). ``compute``: where the passes run (``None``: this
     process; a :class:`~analysis_core.engine.distributed.DaskCompute`: a Dask cluster; same results).
     ``precision``: ``"float32"`` (default) or ``"float64"``, the dtype similarities are computed and
     compared in; float64 keeps near-equal scores of float64 embeddings from being tied by float32
@@ -616,7 +619,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
         grouped = {m: grouped_recall(sub.embeddings[m], sub.label_codes, group_size=group_size, ks=ks,
                                      similarity=similarity, seed=seed, repeats=group_repeats, alpha=alpha,
                                      loo_pass=results[m] if plain else None, keep_cutoffs=True,
-                                     sure_hits=sure_hits(results[m], sub.n_items) if plain else None)
+                                     sure_hits=sure_hits(results[m], sub.n_items) if plain else None,
+                                     query_sample=query_sample)
                    for m in names}
     return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
                       grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,

@@ -536,8 +536,9 @@ def _grouped_recall_by_size(rep: Report, ev: Evaluation, alpha: float, seed: int
     # each group is its own retrieval problem over disjoint classes: the group of classes is the unit
     rep.tables["grouped_recall"] = grouped[cols].assign(unit="group of classes", n_units=grouped["n_groups"])
     rep.captions["grouped_recall"] = (f"Grouped Recall@K: classes split at random (seed {seed}) into groups of S; "
-                                      f"mean over groups with {100 * (1 - alpha):g}% Student t interval (G - 1 df) "
-                                      "and the chance level of a random ranking.")
+                                      f"mean over groups with {100 * (1 - alpha):g}% Student t interval (G - 1 df; "
+                                      "Korn-Graubard where the queries hold fewer than 10 misses) and the chance "
+                                      "level of a random ranking.")
     rep.figures["grouped_recall_by_size"] = grouped_recall_by_size_figure(pd.concat(by_size, ignore_index=True))
     if grouped["n_groups"].min() < 2:
         rep.warnings.append("some group sizes leave fewer than two groups: their intervals are undefined.")

@@ -13,9 +13,11 @@ The Overview page times the sidebar's own controls: the cutoffs K (a view of the
 of inference; the Statistics page K too (its analysis takes every metric's column).
 
 The Class count page times C, S and the seed on every method (the upload's a, b, c: easy, typical,
-near chance), the switch to the second method at once (its first visit: its class-count sweep runs)
-and to the third after the page sat idle (the server's background guesses ran; the wait is printed,
-not timed).
+near chance), the switch to the second method at once (its first visit: its class-count sweep
+starts in the background, and C, S, the seed are timed while it runs; then the time until it is
+drawn is printed, not a control) and to the third after the page sat idle (the server's background
+guesses ran; the wait is printed, not timed). The first method's sweep, started by the page's
+first pass, is waited for before its controls.
 
 AppTest always reruns the whole script, so a control inside an ``st.fragment`` (which in the
 browser reruns only its fragment) is timed here at its full-rerun cost: an upper bound.
@@ -71,8 +73,9 @@ def widget(at: AppTest, kind: str, label: str):
 
 
 def timed(at: AppTest, change: Callable[[AppTest], object]) -> float:
+    t0 = time.perf_counter()
     change(at)
-    t = time.perf_counter()
+    t = t0 if getattr(change, "timed_whole", False) else time.perf_counter()
     at.run()
     dt = time.perf_counter() - t
     if at.exception:
@@ -106,6 +109,20 @@ def idle_then(change: Callable[[AppTest], object]) -> Callable[[AppTest], object
         return change(at)
 
     return wait_then
+
+
+def background_done(at: AppTest) -> None:
+    """No change: wait for what the page started in the background (a method's class-count
+    sweep, shown with its progress while the controls answer), then the page's rerun draws it —
+    timed as a whole (``timed_whole``): the time from this row's start until the sweep is drawn."""
+    from dashboard import cache
+
+    t = time.perf_counter()
+    while cache.STORE.background_running() and time.perf_counter() - t < IDLE_LIMIT_S:
+        time.sleep(0.05)
+
+
+background_done.timed_whole = True  # type: ignore[attr-defined]
 
 
 def cutoffs() -> tuple[str, list[Callable[[AppTest], object]]]:
@@ -167,15 +184,20 @@ def controls(page: str, at: AppTest) -> list[tuple[str, list[Callable[[AppTest],
         out = []
         for i, m in enumerate(methods):
             if i == 1:
-                out.append((f"Method {m}: first visit, at once (its sweep)", [setter("selectbox", "Method", m)]))
+                out.append((f"Method {m}: first visit, at once (its sweep starts in the background)",
+                            [setter("selectbox", "Method", m)]))
             elif i >= 2:
                 out.append((f"Method {m}: first visit after the page sat idle",
                             [idle_then(setter("selectbox", "Method", m))]))
             out += [
-                (f"Number of classes C [{m}]", [setter("slider", "", v, key="cc-classes") for v in counts]),
+                (f"Number of classes C [{m}]" + (" (its sweep running)" if i == 1 else ""),
+                 [setter("slider", "", v, key="cc-classes") for v in counts]),
                 (f"Group size S [{m}]", [setter("slider", "", v, key="cc-group") for v in (5, 8, 12, 20, 40)]),
                 (f"Seed [{m}]", [setter("number_input", "Seed", v) for v in (1, 2, 3)]),
             ]
+            if i == 1:
+                out.append((f"Method {m}: its sweep drawn (background, progress shown; from here)",
+                            [background_done]))
         if len(methods) > 1:
             out.append(("Method (visited before)", [setter("selectbox", "Method", methods[i]) for i in (0, 1)]))
         out.append(("Repeats per class count", [setter("slider", "Repeats per class count", v) for v in (1, 2, 3)]))
@@ -223,10 +245,17 @@ def bench(name: str, upload: bytes | None, pages: list[str], rows: list[tuple], 
         first = timed(at, lambda at: None)
         print(f"[{name}] {page}: first pass {first:.2f} s", flush=True)
         rows.append((name, page, "(first pass)", first, first, None))
+        from dashboard import cache
+
+        if cache.STORE.background_running():  # the Class count sweep: started, drawn when done
+            drawn = timed(at, background_done)
+            print(f"[{name}] {page}: first pass's background work (the sweep) drawn {drawn:.2f} s later", flush=True)
+            rows.append((name, page, "(first pass: the sweep, in the background, drawn)", drawn, drawn, None))
         for control, changes in controls(page, at):
             times = [timed(at, change) for change in changes]
             med, mx = statistics.median(times), max(times)
-            rows.append((name, page, control, med, mx, med < MEDIAN_S and mx < MAX_S))
+            waits = all(getattr(c, "timed_whole", False) for c in changes)  # background work, not a control
+            rows.append((name, page, control, med, mx, None if waits else med < MEDIAN_S and mx < MAX_S))
             print(f"[{name}] {page:12s} {control:34s} median {med:6.2f} s  max {mx:6.2f} s  "
                   f"({', '.join(f'{x:.2f}' for x in times)})", flush=True)
 

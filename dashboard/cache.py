@@ -359,21 +359,25 @@ def sure_hits(token: Token, main: Evaluation | None, method: str) -> np.ndarray 
 
 
 def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size: int, seed: int,
-             ev: Evaluation | None = None, sure: np.ndarray | None = None):
+             ev: Evaluation | None = None, sure: np.ndarray | None = None, exact: bool = False):
     """Grouped Recall@1 over :func:`_subset`'s sampled classes by the very call :func:`evaluate`
     makes with ``group_size`` (same numbers). It needs the pass ``ev`` only when one group holds
     every sampled class (that group's Recall@1 is read from the pass): otherwise it can run while
     the pass does. ``sure``: :func:`sure_hits` over ``ds`` (the same values; the groups' passes
-    rank only the other queries)."""
+    rank only the other queries). Where the pass samples queries (:func:`subset_sample`), each
+    group ranks a sample of as many of its own, as :func:`evaluate` with ``query_sample`` does."""
     from analysis_core.stats.class_sweep import sample_classes
     from analysis_core.stats.grouped_recall import grouped_recall
 
     # the rows evaluate(max_classes=n_classes) draws (all of them, whatever the seed, when it is every class)
     rows = ev.rows if ev is not None else np.sort(sample_classes(ds.label_codes, n_classes, seed))
-    return _passes_of(token).derived("subset-grouped", method, n_classes, group_size, seed), lambda p: grouped_recall(
+    sample = subset_sample(ds, n_classes, seed, exact)
+    key = _passes_of(token).derived("subset-grouped", method, n_classes, group_size, seed, sample)
+    return key, lambda p: grouped_recall(
         ds.embeddings[method], ds.label_codes, group_size=group_size, ks=(1,), similarity=token.similarity,
         seed=seed, repeats=1, alpha=BASE_ALPHA, loo_pass=None if ev is None else ev.loo_pass(method),
-        sure_hits=sure, items=None if rows.size == ds.n_items else rows)
+        sure_hits=sure, items=None if rows.size == ds.n_items else rows,
+        query_sample=sample)
 
 
 def _needs_pass(ds: Dataset, n_classes: int, group_size: int) -> bool:
@@ -394,11 +398,11 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
     sure = sure_hits(token, main, method)
     if _needs_pass(ds, n_classes, group_size):
         ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
-        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev, sure), group=token.data,
+        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev, sure, exact), group=token.data,
                           label="Grouped Recall@1")
     else:
         ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"),
-                                (*_grouped(token, ds, method, n_classes, group_size, seed, sure=sure),
+                                (*_grouped(token, ds, method, n_classes, group_size, seed, sure=sure, exact=exact),
                                  "Grouped Recall@1")],
                                group=token.data)
     return _at_alpha(token, f"{key}/grouped/{group_size}", ev.with_grouped({method: gr}))
@@ -420,19 +424,40 @@ def _sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int
         loo_pass=whole)
 
 
+def _stored_sweep(token: Token, method: str, group_size: int, repeats: int, exact: bool) -> pd.DataFrame | None:
+    """A stored sweep with at least ``repeats`` repeats, cut to them: repeat r draws the same
+    classes whatever the number of repeats, so fewer repeats than a stored sweep's are its first
+    rows (no new run)."""
+    sample = None if exact else SAMPLE_QUERIES
+    for more in range(SWEEP_MAX_REPEATS, repeats - 1, -1):
+        e = STORE.entry(_passes_of(token).derived("sweep", method, group_size, more, sample))
+        if e is not None:
+            return e.value if more == repeats else e.value[e.value["repeat"] < repeats].reset_index(drop=True)
+    return None
+
+
 def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False,
           main: Evaluation | None = None) -> pd.DataFrame:
     """The class-count sweep, with its progress; runs over more than :data:`EXACT_ITEMS` items
-    rank :data:`SAMPLE_QUERIES` sampled queries unless ``exact``. Repeat r draws the same classes
-    whatever the number of repeats, so fewer repeats than a stored sweep's are its first rows (no
-    new run)."""
-    sample = None if exact else SAMPLE_QUERIES
-    for more in range(SWEEP_MAX_REPEATS, repeats, -1):
-        e = STORE.entry(_passes_of(token).derived("sweep", method, group_size, more, sample))
-        if e is not None:
-            return e.value[e.value["repeat"] < repeats].reset_index(drop=True)
+    rank :data:`SAMPLE_QUERIES` sampled queries unless ``exact``. A stored sweep with more
+    repeats gives its first rows (:func:`_stored_sweep`)."""
+    stored = _stored_sweep(token, method, group_size, repeats, exact)
+    if stored is not None:
+        return stored
     key, fn = _sweep(token, ds, method, group_size, repeats, exact, main)
     return STORE.result(key, fn, group=token.data, label="Sweeping class counts")
+
+
+def sweep_started(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False,
+                  main: Evaluation | None = None) -> pd.DataFrame | Progress:
+    """:func:`sweep` when it is stored; else its :class:`~dashboard.jobs.Progress`, the sweep
+    started and not waited for (the page stays usable while it runs; see
+    :meth:`~dashboard.jobs.Store.start`)."""
+    stored = _stored_sweep(token, method, group_size, repeats, exact)
+    if stored is not None:
+        return stored
+    key, fn = _sweep(token, ds, method, group_size, repeats, exact, main)
+    return STORE.start(key, fn, group=token.data)[1]  # type: ignore[return-value]
 
 
 def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_classes: int, group_size: int,
@@ -450,9 +475,9 @@ def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_cl
             todo = [_sweep(token, ds, m, sweep_size, repeats, exact, main),
                     _subset(token, ds, m, n_classes, seed, exact, main)]
             if not _needs_pass(ds, n_classes, group_size):
-                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, sure=sure))
+                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, sure=sure, exact=exact))
             elif (e := STORE.entry(todo[1][0])) is not None:
-                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value, sure))
+                todo.append(_grouped(token, ds, m, n_classes, group_size, seed, e.value, sure, exact))
             for key, fn in todo:
                 if key not in STORE:
                     return key, fn

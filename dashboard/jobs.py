@@ -106,6 +106,8 @@ class Progress:
         self.stage = ""
         self.guess = guess
         self.superseded = False
+        self.finished = False  # stored, failed or given up: a page polling it reruns (Store.start)
+        self.background = False  # started by Store.start: nobody waits, lowest priority, never superseded
 
     def __call__(self, done: int, total: int, stage: str) -> None:
         if self.superseded:
@@ -132,7 +134,12 @@ class Store:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashboard-compute")
         self._guesses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-prefetch",
                                            initializer=lower_priority)
+        # what a page started and does not wait for (Store.start): its own worker, so that the
+        # requests a page makes meanwhile never queue behind it, at the lowest priority
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-background",
+                                              initializer=lower_priority)
         self.computed = 0  # computations finished (with a result or an error), for tests and logs
+        self._failed: set[str] = set()  # keys whose last computation raised (see start)
 
     @property
     def used(self) -> int:
@@ -184,7 +191,7 @@ class Store:
     def _compute(self, key: str, fn: Callable[[Progress], object], group: str, similarities: set[str],
                  progress: Progress, then: Callable[[], object] | None = None) -> object:
         done = True
-        if progress.guess:
+        if progress.guess or progress.background:
             lower_priority()  # again: a request that joined the previous guess raised this thread
         try:
             value = fn(progress)
@@ -195,10 +202,15 @@ class Store:
         except _Superseded:
             done = False
             return _GAVE_UP
+        except BaseException:
+            with self._lock:
+                self._failed.add(key)
+            raise
         finally:
             with self._lock:
                 self._running.pop(key, None)
                 self.computed += done
+            progress.finished = True
 
     def result(self, key: str, fn: Callable[[Progress], object], *, group: str, label: str,
                similarities: set[str] | None = None) -> object:
@@ -225,6 +237,33 @@ class Store:
             while out[-1] is _GAVE_UP:  # a guess superseded just before this request reached it: run it
                 out[-1] = _wait(*self._start(key, fn, group, set()), label)
         return out
+
+    def start(self, key: str, fn: Callable[[Progress], object], *, group: str) -> tuple[bool, object]:
+        """``(True, value)`` when ``key`` is stored; else ``(False, progress)``: ``fn`` started in
+        the background (its own worker, at the lowest CPU priority, never superseded; unless it is
+        running already), not waited for — a page shows ``progress`` and polls until
+        ``progress.finished``, and the requests it makes meanwhile (other controls) do not queue
+        behind it. A request for it (:meth:`result`) raises its priority. A computation that
+        raised the last time is run by :meth:`result` instead (waited for, its error shown as
+        any other's), so that a failing one does not restart on every poll."""
+        e = self.entry(key)
+        if e is not None:
+            return True, e.value
+        with self._lock:
+            failed = key in self._failed
+            self._failed.discard(key)
+        if failed:
+            return True, self.result(key, fn, group=group, label="")
+        fut, progress = self._start(key, fn, group, set(), pool=self._background)
+        if fut is None:  # stored meanwhile
+            return True, progress
+        del fut  # no reference to the future from here (see _wait)
+        return False, progress
+
+    def background_running(self) -> bool:
+        """Whether something :meth:`start` began is still running (nobody waits for it)."""
+        with self._lock:
+            return any(p.background for _, p in self._running.values())
 
     def kept(self, key: str, fn: Callable[[], object], *, group: str) -> object:
         """The stored result for ``key``, or ``fn()`` computed in the calling thread and stored: a
@@ -272,13 +311,19 @@ class Store:
                 return None, self._items[key].value
             if key not in self._running:
                 progress = Progress(guess=pool is self._guesses)
+                progress.background = pool is self._background
                 fut = (pool or self._pool).submit(self._compute, key, fn, group, similarities, progress, then)
                 self._running[key] = fut, progress
-            elif pool is None and self._running[key][1].guess:
-                # a request for a running guess: it is now a request, never superseded, at the
-                # server's priority
-                self._running[key][1].guess = self._running[key][1].superseded = False
+            elif pool is None and (self._running[key][1].guess or self._running[key][1].background):
+                # a request for a running guess (or background computation): it is now a
+                # request, never superseded, at the server's priority
+                p = self._running[key][1]
+                p.guess = p.superseded = p.background = False
                 restore_priority()
+            elif pool is self._background and self._running[key][1].guess:
+                p = self._running[key][1]  # a page polls this guess now: never superseded
+                p.guess = p.superseded = False
+                p.background = True
             return self._running[key]
 
 

@@ -52,7 +52,8 @@ def class_count_sweep(X: np.ndarray, codes: np.ndarray, *, counts: list[int] | N
     (:func:`~.sampling.stratified_sample`, seeded per run) against all of the C classes' items:
     Recall@1, MAP@R and mAP are then the stratified estimates, the JSD that of the sampled
     queries' pairs (``n_queries`` < ``of_queries``), and a run costs ``query_sample`` x its items
-    instead of its items squared. Grouped Recall@1 stays exact (each group is small).
+    instead of its items squared; Grouped Recall@1 then ranks at most ``query_sample`` of each
+    group's queries that can miss (:func:`~.grouped_recall.grouped_recall`).
     ``progress(done, total, stage)`` is called before each (C, repeat), weighted by its items.
     ``sure_hits``: per row, the items that are a grouped-recall hit in any group (see
     :func:`~.grouped_recall.sure_hits`; a sampled class set keeps whole classes): the same values,
@@ -131,7 +132,8 @@ def sweep_run(X: np.ndarray, codes: np.ndarray, n_classes: int, run_seed: int, *
         def mean(name: str) -> float:
             return stratified_mean(col[name], strata, qs)
     gr = grouped_recall(Xs, sub, group_size=group_size, ks=(1,), similarity=similarity, seed=group_seed,
-                        sure_hits=None if sure_hits is None else sure_hits[idx], loo_pass=whole).table.iloc[0]
+                        sure_hits=None if sure_hits is None else sure_hits[idx], loo_pass=whole,
+                        query_sample=None if qs is None else query_sample).table.iloc[0]
     return dict(n_items=idx.size, n_queries=int(scored.sum()), of_queries=frame.size,
                 recall_at_1=mean("recall_at_1"), map_at_r=mean("map_at_r"), map=mean("ap"),
                 grouped_recall_at_1=gr["mean"], grouped_ci_low=gr["ci_low"], grouped_ci_high=gr["ci_high"],

@@ -7,6 +7,7 @@ import streamlit as st
 
 from analysis_core.figures.class_sweep import SWEEP_METRICS, sweep_figure
 from dashboard import cache, components
+from dashboard.jobs import Progress
 from dashboard.views.common import alpha, current
 
 
@@ -15,21 +16,38 @@ def sweep_size(n_classes: int) -> int:
     return min(10, max(2, n_classes // 2))
 
 
+SWEEP_LABEL = "Sweeping class counts"
+
+
+@st.fragment(run_every=0.5)
+def sweep_running(progress: Progress) -> None:
+    """The running sweep's progress, redrawn every half second; the page reruns once it is done
+    (then the sweep is stored and drawn)."""
+    if progress.finished:
+        st.rerun()
+    st.progress(progress.fraction, text=f"{SWEEP_LABEL}: {progress.stage}" if progress.stage else SWEEP_LABEL)
+    st.caption("The controls above stay usable meanwhile.")
+
+
 @st.fragment
 def class_sweep(key, ds, method: str, exact: bool, ev) -> None:
-    """The sweep over class counts (its progress shown while it runs): the number of repeats
-    reruns this section only."""
+    """The sweep over class counts: started in the background the first time (a method's first
+    visit runs 20-odd passes), its progress shown while the controls above stay usable; the
+    number of repeats reruns this section only."""
     n_all = ds.n_classes
     repeats = st.slider("Repeats per class count", 1, cache.SWEEP_MAX_REPEATS, 3, key="cc-repeats")
     sweep_s = sweep_size(n_all)
-    sw = cache.sweep(key, ds, method, sweep_s, repeats, exact, ev)
+    sw = cache.sweep_started(key, ds, method, sweep_s, repeats, exact, ev)
+    if isinstance(sw, Progress):
+        sweep_running(sw)
+        return
     sampled = sw["n_queries"] < sw["of_queries"]
     st.caption(f"C classes sampled at random, {repeats} repeat(s) each; grouped Recall@1 with S = {sweep_s}; "
                "whiskers span the repeats." + (
                    f" Class counts {', '.join(str(c) for c in sorted(set(sw.loc[sampled, 'n_classes'])))}: over "
                    f"{cache.EXACT_ITEMS:,} items, so each repeat ranks a stratified sample of "
-                   f"{cache.SAMPLE_QUERIES:,} of its queries (Recall@1, MAP@R, mAP estimated; JSD of their pairs; "
-                   "grouped Recall@1 exact)." if sampled.any() else ""))
+                   f"{cache.SAMPLE_QUERIES:,} of its queries (Recall@1, MAP@R, mAP estimated; JSD of their pairs) "
+                   f"and grouped Recall@1 at most {cache.SAMPLE_QUERIES:,} of each group's." if sampled.any() else ""))
     title = f"Metrics against the number of classes ({components.plot_text(method)})"
     components.figure(sweep_figure(sw, title=title), "class_sweep", sw)
     st.dataframe(sw.groupby("n_classes")[list(SWEEP_METRICS)]
@@ -81,7 +99,9 @@ if got is not None:
         st.caption(f"Recall@1, MAP@R and JSD estimated from a stratified sample of {qs['n']:,} of the {qs['of']:,} "
                    f"queries (seed {qs['seed']}) ranked against all {s['dataset']['n_items']:,} items: Recall@1 "
                    f"{interval('recall_at_1')}, MAP@R {interval('map_at_r')}, JSD {interval('jsd')}. "
-                   "Grouped Recall@1 is exact. Turn on “Every query” for the exact values.")
+                   f"Grouped Recall@1 is estimated too: each group ranks at most {cache.SAMPLE_QUERIES:,} of its "
+                   "queries (a stratified sample), and its interval over groups carries that sampling. Turn on "
+                   "“Every query” for the exact values.")
     st.subheader("Sweep over the number of classes")
     class_sweep(key, ds, method, exact, ev)
     i = ev.methods.index(method)  # the methods after this one first, as listed

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 
 from dashboard import cache, state
+
+
+def settle(at, timeout: float = 600.0):
+    """What a user sees once the page's background work has finished: wait for what the page
+    started without waiting (the Class count sweep, :meth:`dashboard.jobs.Store.start`), then
+    rerun it as its polling fragment does. Unchanged (no rerun) when nothing was started or shown
+    as running."""
+    pending = any(c.value == "The controls above stay usable meanwhile." for c in at.main.caption)
+    if not pending and not cache.STORE.background_running():
+        return at
+    deadline = time.monotonic() + timeout
+    while cache.STORE.background_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not cache.STORE.background_running(), f"the page's background work ran over {timeout} s"
+    return at.run()
 
 
 def spy_downloads(mp: pytest.MonkeyPatch) -> tuple[dict, dict]:

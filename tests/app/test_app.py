@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate, load_files
 from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle
+from tests.app.conftest import settle
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -31,7 +32,7 @@ def _open(demo: str, page: str | None = None) -> AppTest:
     if demo != "digits":
         at.radio(key="data_source").set_value(demo).run()
     if page:
-        at.switch_page(page).run()
+        settle(at.switch_page(page).run())
     return at
 
 
@@ -220,7 +221,7 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     at = AppTest.from_file(APP, default_timeout=600).run()
     at.radio(key="data_source").set_value("upload").run()
     at.file_uploader(key="uploaded_files").set_value(("big.npz", buf.getvalue(), "application/octet-stream")).run()
-    at.switch_page("views/class_count.py").run()
+    settle(at.switch_page("views/class_count.py").run())
     assert not at.exception and not at.error
     # every class drawn: the page's own pass over every query (exact), no sample
     shown = {m.label: m.value for m in at.metric}
@@ -231,14 +232,20 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     at.slider(key="cc-classes").set_value(c).run()
     assert not at.exception and not at.error
     shown = {m.label: m.value for m in at.metric}
-    ref = evaluate(ds, ks=(1,), max_classes=c, seed=0, query_sample=cache.SAMPLE_QUERIES)
+    ref = evaluate(ds, ks=(1,), max_classes=c, seed=0, query_sample=cache.SAMPLE_QUERIES, group_size=10)
     m = ref.summary()["methods"]["m"]
     assert ref.rows.size > cache.EXACT_ITEMS
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
+    # Grouped Recall: each group of 10 classes (~1 080 queries) ranks a sample of SAMPLE_QUERIES, as
+    # evaluate's does (the page's sure hits only save passes)
+    g = m["grouped_recall_at_k"]
+    assert g["query_sample"] == cache.SAMPLE_QUERIES and g["n_observed"] < ref.rows.size
+    assert shown["Grouped R@1 (S = 10)"] == f"{g['k']['1']['mean']:.4f}"
     text = " ".join(c.value for c in at.caption)
     assert f"sample of {cache.SAMPLE_QUERIES:,} of the {ref.query_sample.frame.size:,} queries" in text
     assert f"[{m['intervals']['recall_at_1']['low']:.4f}, {m['intervals']['recall_at_1']['high']:.4f}]" in text
     assert "each repeat ranks a stratified sample" in text  # the sweep's points over EXACT_ITEMS items
+    assert f"each group ranks at most {cache.SAMPLE_QUERIES:,} of its queries" in text
     at.toggle(key="cc-exact").set_value(True).run()
     assert not at.exception and not at.error
     shown = {m.label: m.value for m in at.metric}

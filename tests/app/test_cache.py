@@ -639,3 +639,50 @@ def test_the_statistics_at_the_class_unit_share_the_jackknifes_passes_with_the_o
         got = stats.result().paired
     assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_the_class_count_sweep_runs_in_the_background_while_the_controls_answer(monkeypatch):
+    """A method's sweep (20-odd passes) does not hold the page: it starts in the background with
+    its progress shown, the C slider answers meanwhile with the core's numbers, and once it is done
+    the page draws the sweep that was stored. A sweep that fails shows the page's error message once
+    (it is not restarted by every poll)."""
+    from tests.app.conftest import settle
+
+    with cache.STORE._lock:
+        cache.STORE._items.clear()  # no sweep stored from another test
+    gate = threading.Event()
+    real = cache.class_count_sweep
+
+    def held(*args, **kw):
+        assert gate.wait(120), "the test never released the sweep"
+        return real(*args, **kw)
+
+    monkeypatch.setattr(cache, "class_count_sweep", held)
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at.radio(key="data_source").set_value("many_classes").run()
+    at.switch_page("views/class_count.py").run()
+    assert not at.exception and not at.error
+    assert "The controls above stay usable meanwhile." in [c.value for c in at.main.caption]
+    assert cache.STORE.background_running()
+    at.slider(key="cc-classes").set_value(100).run()  # answers while the sweep waits
+    assert not at.exception and not at.error and cache.STORE.background_running()
+    ds = load_files([ROOT / "demo_data" / "many_classes.npz"])
+    method = next(s for s in at.selectbox if s.label == "Method").value
+    ref = evaluate(ds, methods=[method], ks=(1,), max_classes=100, group_size=10, seed=0).summary()
+    assert {m.label: m.value for m in at.metric}["Recall@1"] == f"{ref['methods'][method]['recall_at_k']['1']:.4f}"
+    gate.set()
+    settle(at)
+    assert not at.exception and not at.error and not cache.STORE.background_running()
+    assert "The controls above stay usable meanwhile." not in [c.value for c in at.main.caption]
+    shown = at.main.dataframe[-1].value  # the sweep's table: one row per class count, up to every class
+    assert list(shown.index) == sorted(shown.index) and len(shown) > 3 and shown.index[-1] == ds.n_classes
+
+    def broken(*args, **kw):
+        raise RuntimeError("a sweep that fails")
+
+    monkeypatch.setattr(cache, "class_count_sweep", broken)
+    at.slider(key="cc-repeats").set_value(4).run()  # more repeats than stored: a new sweep
+    settle(at)
+    assert any("Something went wrong" in e.value or "this page" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert not cache.STORE.background_running()

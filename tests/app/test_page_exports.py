@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core.number_format import is_p_column
-from tests.app.conftest import spy_downloads
+from tests.app.conftest import settle, spy_downloads
 
 from ..helpers import P_CELL, compile_two_column, p_cells
 
@@ -40,7 +40,7 @@ def offered():
         at.radio(key="data_source").set_value("many_classes").run()
         at.radio(key="export_preset").set_value("single").run()
         for page in PAGES:
-            at.switch_page(page).run()
+            settle(at.switch_page(page).run())
             assert not at.exception, (page, [e.value for e in at.exception])
             for d in at.dataframe:
                 sty = d.proto.arrow_data.styler

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import cache, state
+from tests.app.conftest import settle
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -83,7 +84,7 @@ def _open(name: str, page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.radio(key=state.SOURCE).set_value(name).run()
     if page:
-        at.switch_page(page).run()
+        settle(at.switch_page(page).run())
     return at
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from analysis_core.stats.grouped_recall import grouped_recall
 from analysis_core.stats.histograms import histogram_table, jensen_shannon
 
 from ..helpers import run_cli
-from .oracle import leave_one_out_rows, ranking_metrics, score_matrix
+from .oracle import leave_one_out_rows, r_has, ranking_metrics, score_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ def test_recall_drops_with_more_classes_while_grouped_recall_stays_within_its_in
     assert abs(few["grouped_recall_at_1"] - many["grouped_recall_at_1"]) <= half_few + half_many
 
 
-def test_grouped_recall_of_one_group_is_recall_and_its_interval_is_student_t_over_groups():
+def test_grouped_recall_of_one_group_is_recall_and_in_the_middle_its_interval_is_student_t_over_groups():
     rng = np.random.default_rng(1)
     X, y = _clusters(rng, 12, 6, dim=6, noise=1.5)
     one = grouped_recall(X, y, group_size=12, ks=(1, 4))
@@ -55,6 +56,7 @@ def test_grouped_recall_of_one_group_is_recall_and_its_interval_is_student_t_ove
     assert gr.n_dropped_classes == 0 and per.size == 4
     half = stats.t.ppf(0.95, per.size - 1) * per.std(ddof=1) / np.sqrt(per.size)  # issue 10: t, G - 1 df
     row = gr.table.iloc[0]
+    assert y.size * min(per.mean(), 1 - per.mean()) >= 10  # many misses and hits: the t interval's domain
     assert row["mean"] == pytest.approx(per.mean())
     assert row["ci_high"] == pytest.approx(min(1.0, per.mean() + half))
     assert row["ci_low"] == pytest.approx(max(0.0, per.mean() - half))
@@ -143,9 +145,11 @@ def test_evaluate_api_subset_matches_dataset_subset():
     assert ev.summary()["methods"]["epoch_3"]["map"] == direct.summary()["methods"]["epoch_3"]["map"]
 
 
-def test_grouped_recall_interval_covers_with_few_groups_and_stays_in_0_1():
-    """3-5 groups: the 95 % Student-t interval covers the population mean of grouped Recall@1 in
-    >= 90 % of 200 seeded draws of classes and never leaves [0, 1]."""
+@pytest.mark.parametrize("sample", [None, 5])
+def test_grouped_recall_interval_covers_with_few_groups_and_stays_in_0_1(sample):
+    """3-5 groups: the 95 % interval covers the population mean of grouped Recall@1 in >= 90 % of
+    200 seeded draws of classes and never leaves [0, 1]; also when each group (9 queries) ranks a
+    sample of 5 of its queries."""
     rng = np.random.default_rng(11)
     n_classes, per, S, dim = 300, 3, 3, 6
     y = np.repeat(np.arange(n_classes), per)
@@ -158,7 +162,7 @@ def test_grouped_recall_interval_covers_with_few_groups_and_stays_in_0_1():
         G = 3 + sim % 3
         pick = np.random.default_rng(1000 + sim).choice(n_classes, G * S, replace=False)
         idx = np.nonzero(np.isin(y, pick))[0]
-        row = grouped_recall(X[idx], y[idx], group_size=S, seed=sim).table.iloc[0]
+        row = grouped_recall(X[idx], y[idx], group_size=S, seed=sim, query_sample=sample).table.iloc[0]
         assert row["n_groups"] == G
         assert 0.0 <= row["ci_low"] <= row["mean"] <= row["ci_high"] <= 1.0
         covered += row["ci_low"] <= truth <= row["ci_high"]
@@ -251,7 +255,13 @@ def test_a_sweep_with_every_query_sampled_or_under_the_exact_size_is_the_exact_s
     sampled = class_count_sweep(X, y, counts=[5, 20, 40], repeats=2, group_size=5, query_sample=50, exact_up_to=100)
     assert (sampled["n_queries"] == np.where(sampled["n_items"] > 100, 50, sampled["n_items"])).all()
     pd.testing.assert_frame_equal(sampled[sampled["n_items"] <= 100], exact[exact["n_items"] <= 100], check_exact=True)
-    pd.testing.assert_series_equal(sampled["grouped_recall_at_1"], exact["grouped_recall_at_1"], check_exact=True)
+    # Grouped Recall samples too, in the sampled runs' groups of more than 50 queries (5 classes of 12)
+    same = sampled["n_items"] <= 100
+    pd.testing.assert_series_equal(sampled.loc[same, "grouped_recall_at_1"], exact.loc[same, "grouped_recall_at_1"],
+                                   check_exact=True)
+    assert not np.allclose(sampled.loc[~same, "grouped_recall_at_1"], exact.loc[~same, "grouped_recall_at_1"])
+    np.testing.assert_allclose(sampled.loc[~same, "grouped_recall_at_1"], exact.loc[~same, "grouped_recall_at_1"],
+                               atol=0.15)
 
 
 
@@ -353,3 +363,144 @@ def test_the_sweeps_point_with_every_class_reads_the_given_pass_exactly():
     assert row["jsd"] == jensen_shannon(p.hist_pos, p.hist_neg)
     whole = grouped_recall(X, y, group_size=3, ks=(1,), seed=0).table.iloc[0]  # group seed of repeat 0
     assert row["grouped_recall_at_1"] == whole["mean"]
+
+
+def _per_query_recall_at_1_in_groups(X, y, groups, similarity):
+    """Per group: (its rows, each query's tie-aware Recall@1 among the group's other items, NaN for
+    a query without a positive), float64 scores, explicit."""
+    S = score_matrix(X, similarity)
+    out = []
+    for members in groups:
+        idx = np.nonzero(np.isin(y, members))[0]
+        vals = np.full(idx.size, np.nan)
+        for j, q in enumerate(idx):
+            g = idx[idx != q]
+            if (y[g] == y[q]).any():
+                s = S[q, g]
+                top = s == s.max()
+                vals[j] = (y[g][top] == y[q]).sum() / top.sum()
+        out.append((idx, vals))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(4, 9), st.integers(2, 4), st.integers(2, 12),
+       st.sampled_from(["dot", "euclidean"]))
+def test_a_sampled_grouped_recall_is_the_stratified_estimate_of_its_sampled_queries_by_brute_force(
+        seed, n_classes, group_size, m, similarity):
+    """``query_sample=m``: each group with more than m queries (with a positive) ranks the stratified
+    sample of m of them that ``stratified_sample(codes, frame, m, group_sample_seed(seed, r, g))`` draws, and its
+    Recall@1 is sum_h W_h ybar_h of their brute-force tie-aware Recall@1 (small integer vectors:
+    exact scores, many ties); with the sure hits of the full pass the same values (they only save
+    passes); a group with at most m queries is exact. ``n_observed`` counts the sampled queries."""
+    from analysis_core.stats.grouped_recall import _partitions, group_sample_seed, sure_hits
+    from analysis_core.stats.sampling import query_frame, stratified_sample
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, rng.integers(n_classes * 2, n_classes * 8))
+    X = (rng.integers(-1, 2, (n_classes, 3))[y] * 2 + rng.integers(-1, 2, (y.size, 3))).astype(np.float32)
+    if np.unique(y).size < group_size:
+        return
+    got = grouped_recall(X, y, group_size=group_size, ks=(1,), similarity=similarity, seed=seed, query_sample=m)
+    sure = sure_hits(run_pass(X, y, similarity=similarity, ks=(1,)), y.size)
+    fast = grouped_recall(X, y, group_size=group_size, ks=(1,), similarity=similarity, seed=seed, query_sample=m,
+                          sure_hits=sure)
+    pd.testing.assert_frame_equal(fast.per_group, got.per_group, check_exact=True)
+    groups = next(_partitions(np.unique(y), group_size, seed, 1))[1]
+    for g, (idx, vals) in enumerate(_per_query_recall_at_1_in_groups(X, y, groups, similarity)):
+        row = got.per_group.iloc[g]
+        frame = query_frame(y[idx])
+        assert row["n_queries"] == frame.size
+        if m >= frame.size:  # every query ranked: the group's exact value
+            assert row["n_observed"] == frame.size
+            assert row["recall"] == pytest.approx(np.nanmean(vals), abs=1e-12)
+            continue
+        qs = stratified_sample(y[idx], frame, m, group_sample_seed(seed, 0, g))
+        W = qs.N_h / qs.N
+        strata = qs.stratum_of[np.searchsorted(qs.frame, qs.chosen)]
+        want = sum(W[h] * vals[qs.chosen[strata == h]].mean() for h in range(W.size))
+        assert row["n_observed"] == m
+        assert row["recall"] == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.r_oracle
+@pytest.mark.parametrize("noise", [0.6, 0.7, 1.2])
+def test_the_grouped_recall_interval_is_r_surveys_for_a_proportion_over_clusters(noise):
+    """Equal classes, so that the mean of the groups' means is the pooled mean of their queries and
+    the spread over groups is the ultimate-cluster variance: R's ``survey`` package, with the
+    groups as clusters (``svydesign(ids = ~group)``) and each query's brute-force Recall@1, gives
+    the interval — ``svyciprop(method = "beta")`` (Korn & Graubard) where n min(p, 1 - p) < 10,
+    the t interval on G - 1 df (``svyciprop(method = "mean")``, clipped) elsewhere. The noise
+    levels reach both, with some misses (R's effective n is 0 / 0 for p = 1; that edge is
+    :func:`test_groups_that_all_score_1_get_an_interval_below_1_not_a_point`)."""
+    if not r_has("survey"):
+        pytest.skip("R's survey package is missing (apt-get install r-cran-survey)")
+    from analysis_core.stats.grouped_recall import _partitions
+
+    rng = np.random.default_rng(3)
+    n_classes, per, S = 24, 6, 4
+    y = np.repeat(np.arange(n_classes), per)
+    X = (rng.standard_normal((n_classes, 8))[y] + noise * rng.standard_normal((y.size, 8))).astype(np.float32)
+    gr = grouped_recall(X, y, group_size=S, ks=(1,), seed=5, alpha=0.1)
+    groups = next(_partitions(np.unique(y), S, 5, 1))[1]
+    rows = [dict(group=g, hit=v) for g, (_, vals) in enumerate(_per_query_recall_at_1_in_groups(X, y, groups, "cosine"))
+            for v in vals]
+    script = """suppressMessages(library(survey)); d <- read.csv(file("stdin"))
+des <- svydesign(ids = ~group, data = d)
+for (m in c("beta", "mean")) { ci <- svyciprop(~hit, des, method = m, level = 0.9); cat(coef(ci), confint(ci), "\\n") }
+"""
+    out = subprocess.run(["Rscript", "-e", script], input=pd.DataFrame(rows).to_csv(index=False), capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    beta, mean = (np.array(line.split(), float) for line in out[:2])
+    row = gr.table.iloc[0]
+    assert row["mean"] == pytest.approx(beta[0], abs=1e-6)  # float32 scores against R's float64 brute force
+    few = y.size * min(row["mean"], 1 - row["mean"]) < 10  # few misses: Korn-Graubard
+    want = beta[1:] if few else np.clip(mean[1:], 0, 1)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(want), abs=1e-6)
+    assert few == (noise < 1)  # the noise levels reach both branches (R's n_eff not capped at n: checked)
+    assert row["mean"] * (1 - row["mean"]) / row["se"] ** 2 < y.size
+
+
+def test_groups_that_all_score_1_get_an_interval_below_1_not_a_point():
+    """Zero variance over groups (every query a hit): the t interval would be the point 1 (what
+    undercovered near the ceiling); Korn-Graubard gives [Clopper-Pearson's lower bound at the G - 1
+    df effective n, 1]."""
+    y = np.repeat(np.arange(12), 5)
+    X = (np.eye(12, dtype=np.float32)[y] * 10 + 0.01 * np.random.default_rng(0).standard_normal((60, 12))
+         ).astype(np.float32)
+    row = grouped_recall(X, y, group_size=3, ks=(1,)).table.iloc[0]
+    assert row["mean"] == 1.0 and row["se"] == 0.0 and row["n_groups"] == 4
+    n_eff = 60 * (stats.t.ppf(0.975, 59) / stats.t.ppf(0.975, 3)) ** 2
+    assert row["ci_high"] == 1.0
+    assert row["ci_low"] == pytest.approx(stats.beta.ppf(0.025, n_eff, 1), rel=1e-12)
+    assert row["ci_low"] < 0.95
+
+
+@pytest.mark.parametrize("sample", [None, 8])
+def test_evaluate_with_a_query_sample_samples_each_group_and_stays_defined_on_edges(sample):
+    """``evaluate(query_sample=n, group_size=S)``: the groups rank at most n of their queries
+    (summary says so); on collapsed data (one vector), two classes (one group: no interval) and
+    classes of two items nothing raises and no interval claims more than the data hold."""
+    rng = np.random.default_rng(2)
+    cases = {"collapsed": (np.ones((60, 4), np.float32), np.repeat(np.arange(6), 10)),
+             "two classes": (rng.standard_normal((30, 4)).astype(np.float32), np.repeat([0, 1], 15)),
+             "pairs": (rng.standard_normal((40, 4)).astype(np.float32), np.repeat(np.arange(20), 2))}
+    for name, (X, y) in cases.items():
+        ev = evaluate(X, y, ks=(1,), group_size=2, query_sample=sample)
+        g = ev.summary()["methods"][ev.methods[0]]["grouped_recall_at_k"]
+        assert g["query_sample"] == sample, name
+        k1 = g["k"]["1"]
+        if g["n_groups"] < 2:
+            assert k1["ci_low"] is None and k1["ci_high"] is None, name
+        else:
+            assert 0 <= k1["ci_low"] <= k1["mean"] <= k1["ci_high"] <= 1, name
+        if name == "collapsed":  # one tie block of everything: a random ranking's hit rate, 9 / 19
+            assert k1["mean"] == pytest.approx(9 / 19, abs=1e-12), name
+            assert k1["ci_low"] - 1e-12 <= 9 / 19 <= k1["ci_high"] + 1e-12, name
+
+
+def test_grouped_recall_refuses_a_query_sample_of_fewer_than_two():
+    X, y = _clusters(np.random.default_rng(0), 6, 4)
+    for bad in (0, 1, -3):
+        with pytest.raises(ValueError, match="query_sample must be at least 2"):
+            grouped_recall(X, y, group_size=2, query_sample=bad)

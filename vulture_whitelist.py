@@ -39,7 +39,7 @@ paired_tests  # tests/core/test_variability.py, test_method_tests.py, test_edge_
 sign_flip_p_values  # the test's definition for one matrix (sign_flip_p_values_many batches it); tests
 
 Store.computed  # computations finished: read by tests/app/test_cache.py (what an interaction recomputed)
-Store.background_running  # what a page started without waiting: tests/app/conftest.py settle, benchmarks/bench_dashboard.py
+Store.background_running  # a page's background work: tests/app/conftest.py settle, benchmarks/bench_dashboard.py
 Histogram().marker.color  # dashboard/views/ties.py sets it on a plotly trace: plotly reads it
 
 Evaluation.family_tests  # public API (SPEC §8, issue 27): the family comparisons frame, tests/core/test_runs.py

@@ -41,6 +41,7 @@ sign_flip_p_values  # the test's definition for one matrix (sign_flip_p_values_m
 Store.computed  # computations finished: read by tests/app/test_cache.py (what an interaction recomputed)
 Store.background_running  # a page's background work: tests/app/conftest.py settle, benchmarks/bench_dashboard.py
 Histogram().marker.color  # dashboard/views/ties.py sets it on a plotly trace: plotly reads it
+Exception().__traceback__, Exception().__context__, Exception().__cause__  # jobs.py: a kept error drops frames
 
 Evaluation.family_tests  # public API (SPEC §8, issue 27): the family comparisons frame, tests/core/test_runs.py
 RunMixedModelResult.contrast  # public API: one family difference (lmerTest's contest1D), test_run_mixed_model.py

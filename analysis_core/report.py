@@ -523,7 +523,8 @@ def _grouped_recall_by_size(rep: Report, ev: Evaluation, alpha: float, seed: int
     for m in ev.methods:
         for S in sizes:
             done = (ev.grouped or {}).get(m)  # summary.json's, when its settings are these
-            if done is not None and (done.group_size, done.alpha, done.repeats, done.seed) == (S, alpha, 1, seed):
+            if done is not None and (done.group_size, done.alpha, done.repeats, done.seed, done.query_sample) == \
+                    (S, alpha, 1, seed, None):  # the table's other sizes rank every query
                 gr = done
             else:
                 gr = grouped_recall(sub.embeddings[m], codes, group_size=S, ks=ev.ks, similarity=ev.similarity,

@@ -364,8 +364,10 @@ def _grouped(token: Token, ds: Dataset, method: str, n_classes: int, group_size:
     makes with ``group_size`` (same numbers). It needs the pass ``ev`` only when one group holds
     every sampled class (that group's Recall@1 is read from the pass): otherwise it can run while
     the pass does. ``sure``: :func:`sure_hits` over ``ds`` (the same values; the groups' passes
-    rank only the other queries). Where the pass samples queries (:func:`subset_sample`), each
-    group ranks a sample of as many of its own, as :func:`evaluate` with ``query_sample`` does."""
+    rank only the other queries). Unless ``exact``, above :data:`EXACT_ITEMS` items
+    (:func:`subset_sample`, also with every class drawn, where the page's Recall@1 is read from
+    its pass) each group ranks a stratified sample of :data:`SAMPLE_QUERIES` of its queries, as
+    :func:`evaluate` with ``query_sample`` does; the page says so."""
     from analysis_core.stats.class_sweep import sample_classes
     from analysis_core.stats.grouped_recall import grouped_recall
 
@@ -398,14 +400,14 @@ def subset_evaluation(token: Token, ds: Dataset, method: str, n_classes: int, gr
     sure = sure_hits(token, main, method)
     if _needs_pass(ds, n_classes, group_size):
         ev = STORE.result(key, fn, group=token.data, label="Evaluating the sampled classes")
-        gr = STORE.result(*_grouped(token, ds, method, n_classes, group_size, seed, ev, sure, exact), group=token.data,
-                          label="Grouped Recall@1")
+        gkey, gfn = _grouped(token, ds, method, n_classes, group_size, seed, ev, sure, exact)
+        gr = STORE.result(gkey, gfn, group=token.data, label="Grouped Recall@1")
     else:
-        ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"),
-                                (*_grouped(token, ds, method, n_classes, group_size, seed, sure=sure, exact=exact),
-                                 "Grouped Recall@1")],
+        gkey, gfn = _grouped(token, ds, method, n_classes, group_size, seed, sure=sure, exact=exact)
+        ev, gr = STORE.results([(key, fn, "Evaluating the sampled classes"), (gkey, gfn, "Grouped Recall@1")],
                                group=token.data)
-    return _at_alpha(token, f"{key}/grouped/{group_size}", ev.with_grouped({method: gr}))
+    # the view at another α: keyed by both parts (the grouped key holds the seed and the sample)
+    return _at_alpha(token, f"{key}/{gkey}", ev.with_grouped({method: gr}))
 
 
 SWEEP_MAX_REPEATS = 5  # the page's slider maximum

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 import threading
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -139,7 +140,7 @@ class Store:
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-background",
                                               initializer=lower_priority)
         self.computed = 0  # computations finished (with a result or an error), for tests and logs
-        self._failed: set[str] = set()  # keys whose last computation raised (see start)
+        self._failed: dict[str, Exception] = {}  # background computations that raised, and what (see start)
 
     @property
     def used(self) -> int:
@@ -196,16 +197,24 @@ class Store:
         try:
             value = fn(progress)
             self._put(key, value, group, similarities)
+            with self._lock:
+                self._failed.pop(key, None)
             if then is not None and progress.guess and not progress.superseded:
                 then()  # the next guess of a chain (see prefetch_each), unless a request is running
             return value
         except _Superseded:
             done = False
             return _GAVE_UP
-        except BaseException:
+        except Exception as exc:
+            if not progress.background:
+                raise  # a request waits for it and shows it (see _wait)
+            # nobody waits: kept for Store.start, which raises it on the page; its traceback kept as
+            # text, its frames let go (with the arrays they held: a failed load's upload, say)
+            exc.add_note("raised in the background:\n" + "".join(traceback.format_exception(exc)).rstrip())
+            exc.__traceback__ = exc.__context__ = exc.__cause__ = None
             with self._lock:
-                self._failed.add(key)
-            raise
+                self._failed[key] = exc
+            return _GAVE_UP  # a request that joined just now runs it again (see result)
         finally:
             with self._lock:
                 self._running.pop(key, None)
@@ -243,17 +252,17 @@ class Store:
         the background (its own worker, at the lowest CPU priority, never superseded; unless it is
         running already), not waited for — a page shows ``progress`` and polls until
         ``progress.finished``, and the requests it makes meanwhile (other controls) do not queue
-        behind it. A request for it (:meth:`result`) raises its priority. A computation that
-        raised the last time is run by :meth:`result` instead (waited for, its error shown as
-        any other's), so that a failing one does not restart on every poll."""
+        behind it. A request for it (:meth:`result`) raises its priority. When its last run
+        raised, that error is raised here, once (the page shows it as any other; the next call
+        starts it again), so that a failing computation is neither restarted by every poll nor
+        run again in the foreground."""
         e = self.entry(key)
         if e is not None:
             return True, e.value
         with self._lock:
-            failed = key in self._failed
-            self._failed.discard(key)
-        if failed:
-            return True, self.result(key, fn, group=group, label="")
+            failed = self._failed.pop(key, None)
+        if failed is not None:
+            raise failed
         fut, progress = self._start(key, fn, group, set(), pool=self._background)
         if fut is None:  # stored meanwhile
             return True, progress

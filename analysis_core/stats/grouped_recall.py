@@ -33,8 +33,9 @@ from .sampling import QuerySample, query_frame, stratified_mean, stratified_samp
 @dataclass(frozen=True)
 class GroupedRecall:
     """``table``: one row per k with mean, sd (over groups), se (its standard error, unclipped:
-    what a difference of two grouped recalls needs), ci_low, ci_high, n_groups, n_observed
-    (queries whose Recall@K is known: ranked or sure, per partition), repeat_sd (spread of the
+    what a difference of two grouped recalls needs), ci_low, ci_high, n_groups, n_queries (the
+    groups' queries with a positive, per partition), n_observed (those whose Recall@K is known:
+    ranked or sure; fewer when sampled), repeat_sd (spread of the
     partition means over repeats). ``per_group``: repeat, group, k, recall, n_queries (the group's
     queries with a positive), n_observed (those ranked or sure: fewer when sampled), chance."""
 
@@ -77,7 +78,8 @@ class GroupedRecall:
 
         return {"group_size": self.group_size, "n_groups": int(self.table["n_groups"].iloc[0]),
                 "n_dropped_classes": self.n_dropped_classes, "repeats": self.repeats, "alpha": self.alpha,
-                "interval": INTERVAL_TEXT, "n_observed": int(self.table["n_observed"].iloc[0]),
+                "interval": INTERVAL_TEXT, "n_queries": int(self.table["n_queries"].iloc[0]),
+                "n_observed": int(self.table["n_observed"].iloc[0]),
                 "query_sample": self.query_sample,
                 "k": {str(int(r.k)): {"mean": clean(r.mean), "ci_low": clean(r.ci_low), "ci_high": clean(r.ci_high),
                                       "chance": clean(r.chance)}
@@ -253,8 +255,10 @@ def _table(per_group: pd.DataFrame, ks: tuple[int, ...], alpha: float) -> pd.Dat
             sds = by_rep.std(ddof=1)
             sd = float(sds.mean())
             se = float((sds / np.sqrt(sizes)).mean())
-        observed = part.groupby("repeat")["n_observed"].sum() if "n_observed" in part else by_rep.size()
+        observed = part.groupby("repeat")["n_observed"].sum()
+        queries = part.groupby("repeat")["n_queries"].sum()
         out.append(dict(k=k, mean=m, sd=sd, se=se, ci_low=np.nan, ci_high=np.nan, n_groups=n_groups,
+                        n_queries=int(queries.mean()) if len(queries) else 0,
                         n_observed=int(observed.mean()) if len(observed) else 0,
                         repeat_sd=float(means.std(ddof=1)) if len(means) > 1 else np.nan,
                         chance=float(part["chance"].mean()) if len(part) else np.nan))

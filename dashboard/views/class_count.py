@@ -91,17 +91,19 @@ if got is not None:
                    help=f"{100 * (1 - alpha()):g}% interval over {g['n_groups']} groups")
     cols[4].metric("JSD", f"{m['jsd']:.4f}")
     lo, hi = k1["ci_low"], k1["ci_high"]
-    st.caption(f"Grouped Recall@1 interval: [{lo:.4f}, {hi:.4f}] over {g['n_groups']} groups; "
-               f"{g['n_dropped_classes']} left-over classes dropped." if lo is not None and lo == lo
-               else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
+    sampled = g["n_observed"] < g["n_queries"]
+    st.caption((f"Grouped Recall@1 interval: [{lo:.4f}, {hi:.4f}] over {g['n_groups']} groups; "
+                f"{g['n_dropped_classes']} left-over classes dropped." if lo is not None and lo == lo
+                else f"{g['n_groups']} group(s): too few for an interval; {g['n_dropped_classes']} classes dropped.")
+               + (f" Estimated: each group ranks a stratified sample of at most {g['query_sample']:,} of its "
+                  f"queries ({g['n_observed']:,} of {g['n_queries']:,} known), and the interval carries that "
+                  "sampling; turn on “Every query” for the exact value." if sampled else ""))
     if "query_sample" in s["dataset"]:
         qs = s["dataset"]["query_sample"]
         st.caption(f"Recall@1, MAP@R and JSD estimated from a stratified sample of {qs['n']:,} of the {qs['of']:,} "
                    f"queries (seed {qs['seed']}) ranked against all {s['dataset']['n_items']:,} items: Recall@1 "
                    f"{interval('recall_at_1')}, MAP@R {interval('map_at_r')}, JSD {interval('jsd')}. "
-                   f"Grouped Recall@1 is estimated too: each group ranks at most {cache.SAMPLE_QUERIES:,} of its "
-                   "queries (a stratified sample), and its interval over groups carries that sampling. Turn on "
-                   "“Every query” for the exact values.")
+                   "Turn on “Every query” for the exact values.")
     st.subheader("Sweep over the number of classes")
     class_sweep(key, ds, method, exact, ev)
     i = ev.methods.index(method)  # the methods after this one first, as listed

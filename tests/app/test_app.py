@@ -228,6 +228,19 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     m = evaluate(ds, ks=(1,)).summary()["methods"]["m"]
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
     assert "queries (seed" not in " ".join(c.value for c in at.caption)
+    # ... but Grouped Recall@1 samples each group (10 classes, ~1 080 queries) and says so
+    g = evaluate(ds, ks=(1,), group_size=10, query_sample=cache.SAMPLE_QUERIES).summary()["methods"]["m"][
+        "grouped_recall_at_k"]
+    assert g["n_observed"] < g["n_queries"]
+    assert shown["Grouped R@1 (S = 10)"] == f"{g['k']['1']['mean']:.4f}"
+    assert f"each group ranks a stratified sample of at most {cache.SAMPLE_QUERIES:,}" in " ".join(
+        c.value for c in at.caption)
+    at.select_slider(key="alpha").set_value(0.1).run()  # a view at another α, then the exact values
+    at.toggle(key="cc-exact").set_value(True).run()
+    exact = evaluate(ds, ks=(1,), group_size=10).summary()["methods"]["m"]["grouped_recall_at_k"]["k"]["1"]
+    assert {m.label: m.value for m in at.metric}["Grouped R@1 (S = 10)"] == f"{exact['mean']:.4f}"
+    at.toggle(key="cc-exact").set_value(False).run()
+    at.select_slider(key="alpha").set_value(0.05).run()
     c = 50  # of 60 classes: ~5 400 items, over EXACT_ITEMS
     at.slider(key="cc-classes").set_value(c).run()
     assert not at.exception and not at.error
@@ -245,13 +258,16 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     assert f"sample of {cache.SAMPLE_QUERIES:,} of the {ref.query_sample.frame.size:,} queries" in text
     assert f"[{m['intervals']['recall_at_1']['low']:.4f}, {m['intervals']['recall_at_1']['high']:.4f}]" in text
     assert "each repeat ranks a stratified sample" in text  # the sweep's points over EXACT_ITEMS items
-    assert f"each group ranks at most {cache.SAMPLE_QUERIES:,} of its queries" in text
+    assert f"each group ranks a stratified sample of at most {cache.SAMPLE_QUERIES:,}" in text
+    at.select_slider(key="alpha").set_value(0.1).run()  # a view at another α, then the exact values
     at.toggle(key="cc-exact").set_value(True).run()
     assert not at.exception and not at.error
     shown = {m.label: m.value for m in at.metric}
-    m = evaluate(ds, ks=(1,), max_classes=c, seed=0).summary()["methods"]["m"]
+    m = evaluate(ds, ks=(1,), max_classes=c, seed=0, group_size=10).summary()["methods"]["m"]
     assert shown["Recall@1"] == f"{m['recall_at_k']['1']:.4f}" and shown["MAP@R"] == f"{m['map_at_r']:.4f}"
-    assert "queries (seed" not in " ".join(c.value for c in at.caption)
+    assert shown["Grouped R@1 (S = 10)"] == f"{m['grouped_recall_at_k']['k']['1']['mean']:.4f}"
+    text = " ".join(c.value for c in at.caption)
+    assert "queries (seed" not in text and "each group ranks a stratified sample" not in text
 
 
 def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_needs():

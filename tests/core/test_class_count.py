@@ -489,6 +489,8 @@ def test_evaluate_with_a_query_sample_samples_each_group_and_stays_defined_on_ed
         ev = evaluate(X, y, ks=(1,), group_size=2, query_sample=sample)
         g = ev.summary()["methods"][ev.methods[0]]["grouped_recall_at_k"]
         assert g["query_sample"] == sample, name
+        # groups of more queries than the sample rank the sample only (pairs: groups of 4 queries)
+        assert (g["n_observed"] < g["n_queries"]) == (sample is not None and name != "pairs"), name
         k1 = g["k"]["1"]
         if g["n_groups"] < 2:
             assert k1["ci_low"] is None and k1["ci_high"] is None, name

@@ -108,7 +108,8 @@ class Progress:
         self.guess = guess
         self.superseded = False
         self.finished = False  # stored, failed or given up: a page polling it reruns (Store.start)
-        self.background = False  # started by Store.start: nobody waits, lowest priority, never superseded
+        self.background = False  # started by Store.start: nobody waits, lowest priority
+        self.watchers: set[str | None] = set()  # the sessions whose pages asked for it (Store.start)
 
     def __call__(self, done: int, total: int, stage: str) -> None:
         if self.superseded:
@@ -249,24 +250,40 @@ class Store:
 
     def start(self, key: str, fn: Callable[[Progress], object], *, group: str) -> tuple[bool, object]:
         """``(True, value)`` when ``key`` is stored; else ``(False, progress)``: ``fn`` started in
-        the background (its own worker, at the lowest CPU priority, never superseded; unless it is
-        running already), not waited for — a page shows ``progress`` and polls until
+        the background (its own worker, at the lowest CPU priority; unless it is running already),
+        not waited for — a page shows ``progress`` and polls until
         ``progress.finished``, and the requests it makes meanwhile (other controls) do not queue
         behind it. A request for it (:meth:`result`) raises its priority. When its last run
         raised, that error is raised here, once (the page shows it as any other; the next call
         starts it again), so that a failing computation is neither restarted by every poll nor
-        run again in the foreground."""
+        run again in the foreground. What this session started before and no other session
+        asked for is stopped (the page moved on: another method, more repeats), so that the one
+        worker serves what the page shows now; another session's work is never stopped (two pages
+        polling different computations cannot stop each other back and forth)."""
         e = self.entry(key)
         if e is not None:
             return True, e.value
+        me = _session()
         with self._lock:
             failed = self._failed.pop(key, None)
+            # this session's earlier background work that no other session asked for: its page
+            # moved on (another method, more repeats), so it stops (at its next progress report, or
+            # before it starts) instead of keeping the one worker from what the page shows now
+            for k, (other, p) in list(self._running.items()):
+                if k != key and p.background and p.watchers == {me}:
+                    p.superseded = True
+                    if other.cancel():
+                        del self._running[k]
+                        p.finished = True
+            other = None  # no future referenced from this frame (see _wait)
         if failed is not None:
             raise failed
         fut, progress = self._start(key, fn, group, set(), pool=self._background)
         if fut is None:  # stored meanwhile
             return True, progress
         del fut  # no reference to the future from here (see _wait)
+        with self._lock:
+            progress.watchers.add(me)
         return False, progress
 
     def background_running(self) -> bool:
@@ -329,11 +346,19 @@ class Store:
                 p = self._running[key][1]
                 p.guess = p.superseded = p.background = False
                 restore_priority()
-            elif pool is self._background and self._running[key][1].guess:
-                p = self._running[key][1]  # a page polls this guess now: never superseded
+            elif pool is self._background and (self._running[key][1].guess or self._running[key][1].background):
+                p = self._running[key][1]  # a page polls this one now: not superseded (if not stopped yet)
                 p.guess = p.superseded = False
                 p.background = True
             return self._running[key]
+
+
+def _session() -> str | None:
+    """The Streamlit session running this script (None outside one: tests, benchmarks)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
 
 
 def _wait(fut: Future | None, progress: Progress, label: str) -> object:

@@ -9,6 +9,7 @@ from plotly.graph_objects import Histogram
 
 import analysis_core
 import analysis_core.stats
+from analysis_core.engine.results import PassResult
 from analysis_core.engine.topk import top_k
 from analysis_core.evaluation import Evaluation
 from analysis_core.metrics.registry import MetricSpec
@@ -24,6 +25,7 @@ analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported pu
 analysis_core.__dir__  # PEP 562: dir(analysis_core) lists the lazy names too
 analysis_core.stats.__getattr__  # PEP 562, as above
 
+PassResult.replicate_n  # scored queries left per jackknife group: the pass's result, checked in test_replicates.py
 top_k  # public API of the bench extra (README, extras.py), tested in tests/core/test_topk.py
 MetricSpec.doc  # each metric's one-line definition, kept in the registry for its readers
 # the upload budget's API for memory held outside a load (data kept server-side across a reload),

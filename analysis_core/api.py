@@ -106,7 +106,7 @@ def _with_provenance(ev: Evaluation, options: dict[str, Any]) -> Evaluation:
         k: v for k, v in options.items() if v is not None}
     used.pop("compute", None)  # an object, not a setting: the results do not depend on it
     block = provenance(command="api", options=used, seed=used.get("seed"), precision=ev.precision)
-    return dataclasses.replace(ev, provenance=block)
+    return ev._sharing(dataclasses.replace(ev, provenance=block), ev._summaries)  # its passes' replicates kept
 
 
 def load(path_or_paths: str | os.PathLike | Sequence[str | os.PathLike], *, labels: str | os.PathLike | None = None,

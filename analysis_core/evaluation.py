@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 LONE_REASON = "lone query: no other item of its class in the gallery"
 DEFAULT_KS = (1, 2, 4, 8)
+DEFAULT_JACKKNIFE_GROUPS = 20  # the class jackknife's groups (stats.class_jackknife.DEFAULT_MAX_GROUPS)
 
 
 #: why a retrieval problem has no metric at all (the command line, the report, the dashboard say it)
@@ -287,18 +288,19 @@ class Evaluation:
             out["grouped_recall_at_k"] = self.grouped[method].summary_dict()
         return out
 
-    def class_jackknife(self, max_groups: int | None = None, seed: int = 0, progress: Progress | None = None,
-                        replicates: ClassReplicates | None = None) -> ClassJackknife:
+    def class_jackknife(self, max_groups: int | None = None, seed: int | None = None,
+                        progress: Progress | None = None, replicates: ClassReplicates | None = None) -> ClassJackknife:
         """The delete-a-group jackknife over classes of every per-query summary metric
         (:func:`analysis_core.stats.class_jackknife.class_jackknife`): the replicates behind every
-        class-level interval and method comparison. One engine pass per method and group of
-        classes (:meth:`class_replicates`), computed once per evaluation (and ``max_groups``,
-        ``seed``) and kept for new cutoffs (:meth:`with_ks` up to 32 gives a view of them: no pass).
-        ``replicates``: the :meth:`class_replicates` of an evaluation of the same data and settings
-        at other cutoffs, used when they cover these."""
-        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_jackknife
+        class-level interval and method comparison. ``max_groups`` (default: the evaluation's
+        ``jackknife_groups``, else 20) and ``seed`` (default: the evaluation's) as
+        :func:`evaluate` counted them in its passes: no pass; else one counting pass per method
+        (:meth:`class_replicates`), run once. Kept for new cutoffs (:meth:`with_ks` up to 32 gives
+        a view of them). ``replicates``: the :meth:`class_replicates` of an evaluation of the same
+        data and settings at other cutoffs, used when they cover these."""
+        from .stats.class_jackknife import class_jackknife
 
-        max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
+        max_groups, seed = self._jackknife_key(max_groups, seed)
         key = ("class-jackknife", max_groups, seed)
         if key not in self._summaries:
             if replicates is not None and replicates.covers(self.ks):
@@ -306,20 +308,29 @@ class Evaluation:
             self._summaries[key] = class_jackknife(self, replicates=self.class_replicates(max_groups, seed, progress))
         return self._summaries[key]
 
-    def class_replicates(self, max_groups: int | None = None, seed: int = 0,
+    def class_replicates(self, max_groups: int | None = None, seed: int | None = None,
                          progress: Progress | None = None) -> ClassReplicates:
         """What :meth:`class_jackknife` needs at any cutoffs up to 32
-        (:class:`~analysis_core.stats.class_jackknife.ClassReplicates`): its passes, run once and
-        shared by every evaluation derived from this one (:meth:`with_ks`, :meth:`at_alpha`,
-        :meth:`with_design`, :meth:`with_grouped`)."""
-        from .stats.class_jackknife import DEFAULT_MAX_GROUPS, class_replicates
+        (:class:`~analysis_core.stats.class_jackknife.ClassReplicates`): counted by the passes of
+        :func:`evaluate` (for its ``jackknife_groups`` and ``seed``), else by a pass per method, run
+        once and shared by every evaluation derived from this one (:meth:`with_ks`,
+        :meth:`at_alpha`, :meth:`with_design`, :meth:`with_grouped`)."""
+        from .stats.class_jackknife import class_replicates
 
-        max_groups = DEFAULT_MAX_GROUPS if max_groups is None else max_groups
+        max_groups, seed = self._jackknife_key(max_groups, seed)
         key = ("class-jackknife", max_groups, seed)
         reps = self._ks_free.get(key)
         if reps is None or not reps.covers(self.ks):
             reps = self._ks_free[key] = class_replicates(self, max_groups=max_groups, seed=seed, progress=progress)
         return reps
+
+    def _jackknife_key(self, max_groups: int | None, seed: int | None) -> tuple[int, int]:
+        """(max_groups, seed) of a class jackknife, the evaluation's own where not given."""
+        from .stats.class_jackknife import DEFAULT_MAX_GROUPS
+
+        if max_groups is None:
+            max_groups = self.settings.get("jackknife_groups") or DEFAULT_MAX_GROUPS
+        return int(max_groups), int(self.settings.get("seed", 0) if seed is None else seed)
 
     def with_grouped(self, grouped: dict) -> Evaluation:
         """This evaluation with Grouped Recall results attached (``grouped``: method ->
@@ -350,7 +361,9 @@ class Evaluation:
             provenance["options"]["ks"] = list(given)
         if not all(answers(r, ks) for r in self.results.values()):
             # the same items and settings: what the cutoffs do not change is shared all the same
-            return self._sharing(replace(evaluate(self.dataset, ks=ks, **self.settings), provenance=provenance,
+            fresh = evaluate(self.dataset, ks=ks, **self.settings)
+            self._ks_free.update(fresh._ks_free)  # its passes counted the replicates at these cutoffs too
+            return self._sharing(replace(fresh, provenance=provenance,
                                          design=self.design))
         results = {m: with_cutoffs(r, ks) for m, r in self.results.items()}
         grouped = None
@@ -526,7 +539,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
              methods: list[str] | None = None, group_size: int | None = None, group_repeats: int = 1,
              max_classes: int | None = None, seed: int = 0, alpha: float = 0.05,
              query_sample: int | None = None, compute=None, progress: Progress | None = None,
-             precision: str = "float32", design=None) -> Evaluation:
+             precision: str = "float32", design=None, jackknife_groups: int | None = DEFAULT_JACKKNIFE_GROUPS
+             ) -> Evaluation:
     """Evaluate every method (or ``methods``) of ``ds``; with ``split``, within that split only.
 
     Leave-one-out unless the dataset has a ``role`` column. P@1 is always computed (k = 1 is
@@ -545,6 +559,10 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     ``design``: the methods' (family, run, step) — a :class:`~analysis_core.design.Design`, a
     DataFrame or CSV path with columns ``method, family, run, step`` — or None: read from the
     method names (:mod:`analysis_core.design`).
+    ``jackknife_groups``: the passes also count what the class jackknife needs
+    (:meth:`Evaluation.class_jackknife` at ``max_groups = jackknife_groups`` and ``seed``: its
+    replicates without a pass more, :mod:`analysis_core.engine.replicates`); None: they do not
+    (the class jackknife then runs a pass per method when asked for).
     """
     validate(ds, similarity)
     if precision not in PRECISIONS:
@@ -559,6 +577,7 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     max_classes = check_int(max_classes, "max_classes", 2, none=True)
     query_sample = check_int(query_sample, "query_sample", 2, none=True)
     seed = check_int(seed, "seed", 0, maximum=2**128)  # numpy's SeedSequence takes any size
+    jackknife_groups = check_int(jackknife_groups, "jackknife_groups (jackknife groups of classes)", 2, none=True)
     alpha = check_alpha(alpha)
     rows = np.arange(ds.n_items)
     if split is not None:
@@ -600,7 +619,12 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
     settings = {"similarity": similarity, "n_recall": n_recall, "interpolated": interpolated, "n_bins": n_bins,
                 "block_size": block_size, "n_threads": n_threads, "split": split, "methods": methods,
                 "group_size": group_size, "group_repeats": group_repeats, "max_classes": max_classes, "seed": seed,
-                "alpha": alpha, "query_sample": query_sample, "precision": precision, "design": design}
+                "alpha": alpha, "query_sample": query_sample, "precision": precision, "design": design,
+                "jackknife_groups": jackknife_groups}
+    plan = None
+    if jackknife_groups is not None and qs is None:
+        from .stats.class_jackknife import replicate_plan
+        plan = replicate_plan(sub.label_codes, isq, isg, jackknife_groups, seed)
     results = {}
     for m in names:
         stage_progress = None
@@ -611,7 +635,8 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                               similarity=similarity, ks=ks, n_recall=n_recall, interpolated=interpolated,
                               n_bins=n_bins, block_size=block_size, n_threads=n_threads, progress=stage_progress,
                               compute=compute, per_query_pairs=qs is not None, precision=precision,
-                              cutoff_ranks=CUTOFF_RANKS, cutoff_mb=CUTOFF_MB / len(names))
+                              cutoff_ranks=CUTOFF_RANKS, cutoff_mb=CUTOFF_MB / len(names),
+                              **(plan.pass_options() if plan is not None and plan.groups else {}))
     grouped = None
     if group_size is not None:
         from .stats.grouped_recall import grouped_recall, sure_hits
@@ -622,10 +647,13 @@ def evaluate(ds: Dataset, *, similarity: str = "cosine", ks: tuple[int, ...] = D
                                      sure_hits=sure_hits(results[m], sub.n_items) if plain else None,
                                      query_sample=query_sample)
                    for m in names}
-    return Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
-                      grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
-                      compute_notes=tuple(getattr(compute, "notes", ())), precision=precision, design=design,
-                      settings=settings)
+    ev = Evaluation(dataset=ds, similarity=similarity, ks=ks, results=results, rows=rows, split=split,
+                    grouped=grouped, sampled_from_classes=sampled_from, query_sample=qs, alpha=alpha,
+                    compute_notes=tuple(getattr(compute, "notes", ())), precision=precision, design=design,
+                    settings=settings)
+    if plan is not None:
+        ev._ks_free[("class-jackknife", jackknife_groups, seed)] = plan.replicates(results)
+    return ev
 
 
 def _sample_queries(sub: Dataset, isq: np.ndarray | None, isg: np.ndarray | None, n: int,

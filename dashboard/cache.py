@@ -253,13 +253,13 @@ def evaluation(token: Token, ds: Dataset, compute=None) -> Evaluation:
 def class_jackknife(token: Token, ev: Evaluation):
     """The evaluation's jackknife over classes (:meth:`~analysis_core.Evaluation.class_jackknife`,
     the intervals and comparisons at the class unit), with its progress: its replicates
-    (:meth:`~analysis_core.Evaluation.class_replicates`: one pass per method and group of classes)
+    (:meth:`~analysis_core.Evaluation.class_replicates`: counted by the evaluation's own passes)
     stored once whatever K and α (a request at a new K while they run waits for them), the
     jackknife at the token's cutoffs a view of them. Stored in ``ev`` too, where every core
     function that takes the evaluation finds it."""
     key = _evaluation_key(_without_ks(dataclasses.replace(token, design=())))
     reps = STORE.result(f"{key}/class-replicates", lambda p: ev.class_replicates(progress=p), group=token.data,
-                        label="Intervals over classes (a jackknife: a pass per method and class)")
+                        label="Intervals over classes (a jackknife over groups of classes)")
     return STORE.result(_evaluation_key(dataclasses.replace(token, design=())) + "/class-jackknife",
                         lambda p: ev.class_jackknife(replicates=reps), group=token.data,
                         label="Intervals over classes")

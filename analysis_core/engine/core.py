@@ -49,7 +49,8 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
              n_bins: int = 200, block_size: int = TILE, n_threads: int | None = None,
              memory_mb: int = 1024, progress: Progress | None = None, compute=None,
              per_query_pairs: bool = False, kernel: str = "auto", precision: str = "float32",
-             hit_rates_only: bool = False, cutoff_ranks: int = 0, cutoff_mb: float = CUTOFF_MB) -> PassResult:
+             hit_rates_only: bool = False, cutoff_ranks: int = 0, cutoff_mb: float = CUTOFF_MB,
+             delete_groups: np.ndarray | None = None, replicate_ks: tuple[int, ...] = ()) -> PassResult:
     """Evaluate one embedding matrix: per-query tie-aware metrics, PR curves, pair histograms.
 
     Parameters
@@ -83,12 +84,18 @@ def run_pass(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = 
         most 400 bytes per query) (``PassResult.cutoff_blocks``): the cutoff columns
         of any k up to that rank are then recomputed without a pass
         (:func:`~.cutoffs.with_cutoffs`). 0 (default): none kept.
+    delete_groups : (N,) integers: each item's group of classes for the delete-a-group jackknife
+        (0 .. G - 1; -1: never deleted). The pass then also returns, for every group g, the mean
+        of every per-query mean and hit-rate column over the scored queries left when g's items are
+        deleted from the queries and the gallery (``replicate_means``; at the cutoffs ``ks`` and
+        ``replicate_ks``): exactly what a pass on the remaining items gives, from per-group counts
+        of this pass (:mod:`.replicates`). Items of one class must share a group.
     """
     warm = compiled.start()  # numba's one-time start (~0.5 s) overlaps the layout's NumPy work
     setup = prepare(X, codes, is_query=is_query, is_gallery=is_gallery, similarity=similarity, ks=ks,
                     n_recall=n_recall, interpolated=interpolated, n_bins=n_bins, per_query_pairs=per_query_pairs,
                     kernel=kernel, precision=precision, hit_rates_only=hit_rates_only, cutoff_ranks=cutoff_ranks,
-                    cutoff_mb=cutoff_mb)
+                    cutoff_mb=cutoff_mb, delete_groups=delete_groups, replicate_ks=replicate_ks)
     from .phases import compute_ahead, run_block  # numba (see .compiled)
 
     if compute is not None:

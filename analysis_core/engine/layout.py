@@ -149,13 +149,15 @@ def _unique_bytes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first.astype(np.int64), inv.ravel().astype(np.int64)
 
 
-def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
+def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray, bucket: np.ndarray | None = None):
     """The rows of ``Xf`` holding the unique vectors, in canonical order (``Xf[rows]`` are the
     vectors the pass multiplies: :func:`~.row_order.rows_in_order`), and the items sorted to match.
 
     Order: vectors of queries first (so a few queries against a large gallery touch only the
-    first row tiles), then by smallest class code, then by :func:`unique_rows`' order (a hash of
-    the bytes): content and roles only."""
+    first row tiles), then by smallest ``bucket`` (the groups of classes of delete-a-group
+    replicates, :mod:`.replicates`: each group's vectors together; none: one bucket), then by
+    smallest class code, then by :func:`unique_rows`' order (a hash of the bytes): content, roles
+    and groups only."""
     n, d = Xf.shape
     first, inv = unique_rows(Xf)
     n_u = first.shape[0]
@@ -163,7 +165,11 @@ def canonical_order(Xf: np.ndarray, codes: np.ndarray, isq: np.ndarray):
     np.minimum.at(min_code, inv, codes)
     any_q = np.zeros(n_u, np.int64)
     np.maximum.at(any_q, inv, isq.astype(np.int64))
-    u_order = np.lexsort((np.arange(n_u), min_code, 1 - any_q))  # bytes order breaks ties: content only
+    min_bucket = np.zeros(n_u, np.int64)
+    if bucket is not None and bucket.any():
+        min_bucket[:] = np.iinfo(np.int64).max
+        np.minimum.at(min_bucket, inv, bucket)
+    u_order = np.lexsort((np.arange(n_u), min_code, min_bucket, 1 - any_q))  # bytes order breaks ties: content only
     u_rank = np.empty(n_u, np.int64)
     u_rank[u_order] = np.arange(n_u)
     item_u = u_rank[inv]

@@ -20,13 +20,15 @@ from .plan import bins_tile, block_tiles
 from .pool import Workers, single_threaded_blas
 from .positives import collect_positive_scores, distinct_thresholds, top_thresholds
 from .query_metrics import query_metrics
-from .ranking import rank_tile
-from .results import BlockResult, CutoffBlocks, tile_arrays
+from .ranking import rank_tile, rank_tile_runs
+from .replicates import block_replicates
+from .results import BlockResult, CutoffBlocks, ReplicateSums, tile_arrays
 from .setup import Setup
 from .tiles import KEEP_TILES_MB, TILE, Tiles, tiles_for
 
 #: :func:`.ranking.rank_rows`' ``how`` for a kernel forcing one way (else chosen per row)
 RANK_WAYS = {"count": 1, "cells": 2}
+SEARCH_WAY = 3  # :func:`.ranking.rank_rows` searching every row
 
 
 @dataclass
@@ -44,8 +46,10 @@ class Thresholds:
 
 @dataclass
 class Counts:
-    """Phase 2 for one block's queries: negatives above / tied with each distinct positive score,
-    and (per-query pairs) histograms and fixed-point sums. Partial counts add up exactly."""
+    """Phase 2 for one block's queries: negatives above / tied with each distinct positive score
+    (``(buckets, entries)``: per bucket of the negative's class, :mod:`.replicates`; one bucket
+    without replicates), and (per-query pairs) histograms and fixed-point sums. Partial counts add
+    up exactly."""
 
     gt: np.ndarray
     eq: np.ndarray
@@ -116,7 +120,9 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     uoff = np.concatenate(uoff_parts)
     uslot = slot[first]
     uqmin = qmin[first]
-    acc = [(np.zeros(uvals.size, np.int64), np.zeros(uvals.size, np.int64),
+    nbk = setup.n_buckets
+    # int32 counts (a count of negatives: at most the items): half the memory of the bucketed counts
+    acc = [(np.zeros((nbk, uvals.size), np.int32), np.zeros((nbk, uvals.size), np.int32),
             np.zeros((2, 4, setup.n_bins), np.int64)) for _ in range(n_threads)]
     cand_buf = [np.empty((TILE * TILE, 2), np.int64) for _ in range(n_threads)]
     tile_buf = [np.empty(TILE * TILE, setup.dtype) for _ in range(n_threads)]
@@ -133,12 +139,19 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
         S = kept.pop(ij, None)  # the same bits as recomputing it: same call, same shape
         if S is None:
             S = tiles(i, j, out=tile_buf[w])
-        gt, eq, h = acc[w]
+        gt2, eq2, h = acc[w]
         pairs = counts_pairs(i, j)
         sums = np.zeros(2, np.float64)
         a0, b0 = i * TILE, j * TILE
         st = setup
         vl, vq, vg = st.vector_label, st.vector_is_query, st.vector_is_gallery
+        if nbk > 1:
+            count_by_bucket(st, S, i, j, pairs, gt2, eq2, h, sums, slot, uoff, uvals, qmin, uslot, uqmin, cand_buf[w],
+                            qacc[w], row_buf[w], tile_buf_t[w], bin_buf[w])
+            if pairs:
+                tile_sums[ij] = (float(sums[0]), float(sums[1]))
+            return
+        gt, eq = gt2[0], eq2[0]
         if st.tile_has_shared_vector[i] or st.tile_has_shared_vector[j] or st.kernel == "general":
             K.count_tile(S, a0, b0, i == j, *group_arrays(st), slot, uoff, uvals, qmin, vl, vq, vg, uslot, uqmin,
                          gt, eq, h, lo, inv_width, sums, pairs, qacc[w][0], qacc[w][1], st.fixed_point_scale)
@@ -174,9 +187,51 @@ def phase2(setup: Setup, tiles: Tiles, ths: list[Thresholds], pair_tiles, counts
     out, q0, v0 = [], 0, 0
     for t in ths:
         q1, v1 = q0 + t.chunk_q.size, v0 + t.uvals.size
-        out.append(Counts(gt[v0:v1], eq[v0:v1], None if qh is None else qh[q0:q1], None if qs is None else qs[q0:q1]))
+        out.append(Counts(gt[:, v0:v1], eq[:, v0:v1], None if qh is None else qh[q0:q1],
+                          None if qs is None else qs[q0:q1]))
         q0, v0 = q1, v1
     return out, _total(a[2] for a in acc).sum(axis=1), tile_sums
+
+
+def count_by_bucket(st: Setup, S: np.ndarray, i: int, j: int, pairs: bool, gt2: np.ndarray, eq2: np.ndarray,
+                    h: np.ndarray, sums: np.ndarray, slot, uoff, uvals, qmin, uslot, uqmin, cand, qacc, row_buf,
+                    tile_buf_t, bin_buf) -> None:
+    """Phase 2 of tile (i, j) for a pass with delete-a-group replicates (:mod:`.replicates`): its
+    pairs binned once, then its negatives ranked once per bucket of its gallery items, each time
+    with only that bucket's items in the gallery, into that bucket's counts."""
+    a0, b0 = i * TILE, j * TILE
+    vl, vq, vg = st.vector_label, st.vector_is_query, st.vector_is_gallery
+    assert st.tile_buckets is not None and st.gallery_by_bucket is not None and st.group_gallery_by_bucket is not None
+    qh, qs = qacc
+    if st.tile_has_shared_vector[i] or st.tile_has_shared_vector[j] or st.kernel == "general":
+        buckets = np.nonzero(st.tile_buckets[i] | st.tile_buckets[j])[0]
+        gptr, glab, gq, gg, gn, gitem = group_arrays(st)
+        if pairs or st.per_query_pairs:  # binning only: no query reaches a score (+inf)
+            never = np.full(st.n, np.inf, st.dtype)
+            K.count_tile(S, a0, b0, i == j, gptr, glab, gq, gg, gn, gitem, slot, uoff, uvals, never, vl, vq, vg, uslot,
+                         never[:uqmin.shape[0]], gt2[0], eq2[0], h, st.score_lo,
+                         st.n_bins / (st.score_hi - st.score_lo), sums, pairs, qh, qs, st.fixed_point_scale)
+        no_qh, no_qs, no_sums = qh[:0], qs[:0], np.zeros(2)
+        for b in buckets:
+            K.count_tile(S, a0, b0, i == j, gptr, glab, gq, st.group_gallery_by_bucket[b], gn, gitem, slot, uoff, uvals,
+                         qmin, vl, vq, st.gallery_by_bucket[b], uslot, uqmin, gt2[b], eq2[b], h, st.score_lo, 1.0,
+                         no_sums, False, no_qh, no_qs, st.fixed_point_scale)
+        return
+    lo, inv_width = st.score_lo, st.n_bins / (st.score_hi - st.score_lo)
+    if not st.per_query_pairs and one_direction_tile(st, i, j):
+        if pairs:
+            bin_tile(S, a0, b0, i == j, vl, h, lo, inv_width, sums, bin_buf)
+    elif not st.per_query_pairs and (nq := query_prefix_rows(st, i, j)):
+        if pairs:
+            bin_tile(S[:nq], a0, b0, i == j, vl, h, lo, inv_width, sums, bin_buf)
+    elif pairs or st.per_query_pairs:
+        K.count_tile_roles(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt2[0], eq2[0], h, lo, inv_width,
+                           sums, cand, pairs, qh, qs, st.fixed_point_scale, False)
+    way = RANK_WAYS.get(st.kernel, 0) if st.kernel != "search" else SEARCH_WAY
+    assert st.bucket_runs is not None and st.bucket_run_offsets is not None
+    off = st.bucket_run_offsets
+    rank_tile_runs(S, a0, b0, i == j, vl, vq, vg, uslot, uqmin, uoff, uvals, gt2, eq2, row_buf, tile_buf_t, way,
+                   st.bucket_runs[off[j]:off[j + 1]], st.bucket_runs[off[i]:off[i + 1]])
 
 
 def group_arrays(setup: Setup) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -217,12 +272,15 @@ def query_prefix_rows(setup: Setup, i: int, j: int) -> int:
     return q if flags[:q].all() else 0
 
 
-def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np.ndarray, CutoffBlocks | None]:
-    """Per-query metrics of a block from its positive scores and its summed counts, and the
-    leading tie blocks kept for new cutoffs (:mod:`.cutoffs`; None when the pass keeps none)."""
+def phase3(setup: Setup, th: Thresholds, counts: Counts,
+           n_threads: int = 1) -> tuple[np.ndarray, np.ndarray, CutoffBlocks | None, ReplicateSums | None]:
+    """Per-query metrics of a block from its positive scores and its summed counts, the leading
+    tie blocks kept for new cutoffs (:mod:`.cutoffs`; None when the pass keeps none) and the
+    delete-a-group replicate sums (:mod:`.replicates`; None without groups)."""
     v = np.empty((th.chunk_q.size, len(setup.columns)), np.float64)
     c = np.empty((th.chunk_q.size, setup.n_recall), np.float64)
-    query_metrics(th.uoff, th.uvals, th.ur, counts.gt, counts.eq, setup.metric_kernels, setup.metric_cutoffs,
+    gt, eq = counts.gt.sum(axis=0, dtype=np.int64), counts.eq.sum(axis=0, dtype=np.int64)
+    query_metrics(th.uoff, th.uvals, th.ur, gt, eq, setup.metric_kernels, setup.metric_cutoffs,
                   setup.n_recall, setup.interpolated, v, c)
     if setup.hit_rates_only:
         # the tie blocks were the top one only: R from the setup, what needs every block undefined
@@ -231,8 +289,10 @@ def phase3(setup: Setup, th: Thresholds, counts: Counts) -> tuple[np.ndarray, np
         c[:] = np.nan
     kept = None
     if setup.cutoff_ranks:
-        kept = block_cutoffs(th.uoff, th.ur, counts.gt, counts.eq, setup.cutoff_ranks, block_dtype(setup.n))
-    return v, c, kept
+        kept = block_cutoffs(th.uoff, th.ur, gt, eq, setup.cutoff_ranks, block_dtype(setup.n))
+    reps = None if setup.n_buckets == 1 else block_replicates(setup, th.uoff, th.ur, counts.gt, counts.eq, th.chunk_q,
+                                                              n_threads)
+    return v, c, kept, reps
 
 
 def compute_ahead(setup: Setup, plan, busy: threading.Thread) -> dict[tuple[int, int], np.ndarray]:
@@ -267,7 +327,7 @@ def run_block(setup: Setup, c0: int, c1: int, *, n_threads: int = 1, block_size:
         th = phase1(setup, tiles, c0, c1, pos_tiles, workers, kept)
         (counts,), hist, tile_sums = phase2(setup, tiles, [th], pair_tiles,
                                              lambda i, j: bins_tile(setup, i, j, c0, c1), workers, block_size, kept)
-        v, c, cut = phase3(setup, th, counts)
+        v, c, cut, reps = phase3(setup, th, counts, workers.n)
     keys, sums = tile_arrays(tile_sums)
     return BlockResult(c0=c0, c1=c1, chunk_q=th.chunk_q, values=v, curves=c, hist=hist, tile_keys=keys,
-                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum, cutoffs=cut)
+                       tile_sums=sums, qhist=counts.qhist, qsum=counts.qsum, cutoffs=cut, replicates=reps)

@@ -50,8 +50,11 @@ def _chunks(tile_entries: np.ndarray, max_entries: int) -> list[tuple[int, int]]
 
 
 def memory_chunks(setup: Setup, memory_mb: int, n_threads: int) -> list[tuple[int, int]]:
-    """Row-tile ranges whose queries' positive lists fit in the memory budget."""
-    max_entries = max(1, memory_mb * 2**20 // (16 + 16 * n_threads))
+    """Row-tile ranges whose queries' positive lists fit in the memory budget (their counts are
+    held per thread and per bucket of delete-a-group replicates, :mod:`.replicates`)."""
+    # per entry: its score and multiplicity (16 bytes), and its int32 counts above and tied (8
+    # bytes) per thread and for their sum, per bucket
+    max_entries = max(1, memory_mb * 2**20 // (16 + 8 * (n_threads + 1) * setup.n_buckets))
     return _chunks(tile_entries(setup), max_entries)
 
 

@@ -58,6 +58,29 @@ def evaluate_kernel(kernel, T, t, r, cutoff, ap_lo, ap_hi):
 
 
 @njit(cache=True, nogil=True)
+def tie_blocks_of(o0, nb, ur, gt, eq, T, t, r):
+    """A query's positive tie blocks ``T, t, r[:nb]`` (descending score order) from its counts at
+    its distinct positive scores ``o0 .. o0 + nb - 1`` (ascending; ``ur`` their multiplicities,
+    ``gt`` the negatives between each and the next, ``eq`` those tied with it); returns (R, mixed
+    tie blocks, tied negatives)."""
+    neg_above = 0
+    pos_above = 0
+    mixed = 0
+    tied_neg = 0
+    for c in range(nb):  # descending score order = ascending index from the end
+        i = o0 + nb - 1 - c
+        neg_above += gt[i]
+        T[c] = pos_above + neg_above
+        r[c] = ur[i]
+        t[c] = ur[i] + eq[i]
+        pos_above += ur[i]
+        if eq[i] > 0:
+            mixed += 1
+            tied_neg += eq[i]
+    return pos_above, mixed, tied_neg
+
+
+@njit(cache=True, nogil=True)
 def query_metrics(uoff, uvals, ur, gt, eq, kernels, cutoffs, n_points, interpolated, out, curves):
     """Phase 3: per query slot, rebuild its positive tie blocks and evaluate every metric.
 
@@ -79,21 +102,7 @@ def query_metrics(uoff, uvals, ur, gt, eq, kernels, cutoffs, n_points, interpola
         T = np.empty(nb, np.int64)
         t = np.empty(nb, np.int64)
         r = np.empty(nb, np.int64)
-        neg_above = 0
-        pos_above = 0
-        mixed = 0
-        tied_neg = 0
-        for c in range(nb):  # descending score order = ascending index from the end
-            i = o0 + nb - 1 - c
-            neg_above += gt[i]
-            T[c] = pos_above + neg_above
-            r[c] = ur[i]
-            t[c] = ur[i] + eq[i]
-            pos_above += ur[i]
-            if eq[i] > 0:
-                mixed += 1
-                tied_neg += eq[i]
-        R = pos_above
+        R, mixed, tied_neg = tie_blocks_of(o0, nb, ur, gt, eq, T, t, r)
         lo, hi = ap_bounds(T, t, r)
         out[s, 0] = R
         for j in range(nm):

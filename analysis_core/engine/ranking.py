@@ -47,25 +47,53 @@ def rank_tile(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt, eq, 
     against its columns, then (on the transposed tile, ``tbuf``: a buffer of at least S.size)
     its columns' queries against its rows; the transposition is skipped when no column is a
     query being ranked."""
-    na, nb = S.shape
     rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how)
-    lowest = np.min(uqmin[b0:b0 + nb])  # +inf: no column is a query being ranked (gallery only)
-    if lowest == np.inf:
+    if not _columns_reach(S, a0, b0, ug, uqmin):
         return
-    reached = False
-    for a in range(na):
-        if _count_at_least(S[a], lowest) > 0:
-            reached = True
-            break
-    if not reached:
-        return  # no column score reaches its query's lowest positive: nothing to rank
     # the transposed rows that reach no positive are skipped by rank_rows' row maximum: the
     # transposition (0.13 ms a tile) costs less than a column-maximum pass deciding it (0.16 ms)
     rank_rows(transpose(S, tbuf), b0, a0, -1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how)
 
 
 @njit(cache=True, nogil=True)
-def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how):
+def _columns_reach(S, a0, b0, ug, uqmin):
+    """Whether the transposed tile has anything to rank: a column that is a query being ranked
+    (its lowest positive score finite), a row in the gallery, and a score reaching the lowest of
+    those positive scores."""
+    na, nb = S.shape
+    lowest = np.min(uqmin[b0:b0 + nb])  # +inf: no column is a query being ranked (gallery only)
+    if lowest == np.inf or not np.any(ug[a0:a0 + na]):
+        return False
+    for a in range(na):
+        if _count_at_least(S[a], lowest) > 0:
+            return True
+    return False  # no column score reaches its query's lowest positive: nothing to rank
+
+
+@njit(cache=True, nogil=True)
+def rank_tile_runs(S, a0, b0, diag, ulab, uq, ug, uslot, uqmin, uoff, uvals, gt2, eq2, xm, tbuf, how, col_runs,
+                   row_runs):
+    """:func:`rank_tile` for a pass with delete-a-group replicates (:mod:`.replicates`): the
+    negatives of each run of columns of one bucket (``col_runs``: rows ``[start, stop, bucket]``,
+    positions in the tile) into that bucket's counts ``gt2[bucket]``, ``eq2[bucket]``; then, on the
+    transposed tile, the negatives of each run of rows (``row_runs``) likewise. A bucket's
+    vectors are contiguous in the canonical order, so a tile holds one run or a few: about one
+    ranking's cost."""
+    for k in range(col_runs.shape[0]):
+        b = col_runs[k, 2]
+        rank_rows(S, a0, b0, 1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt2[b], eq2[b], xm, how,
+                  col_runs[k, 0], col_runs[k, 1])
+    if row_runs.shape[0] == 0 or not _columns_reach(S, a0, b0, ug, uqmin):
+        return
+    T = transpose(S, tbuf)
+    for k in range(row_runs.shape[0]):
+        b = row_runs[k, 2]
+        rank_rows(T, b0, a0, -1 if diag else 0, ulab, uq, ug, uslot, uoff, uvals, gt2[b], eq2[b], xm, how,
+                  row_runs[k, 0], row_runs[k, 1])
+
+
+@njit(cache=True, nogil=True)
+def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how, c_lo=0, c_hi=-1):
     """Rank the negatives of each row of S against the positive scores of the row's query.
 
     For a query with R distinct positive scores t_0 < ... < t_{R-1} the ranks are counts per
@@ -86,15 +114,18 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
     instead of on a masked copy of the row.
 
     ``side``: 0 every column; 1 only columns b > a (a diagonal tile); -1 only b < a (the
-    transpose of a diagonal tile). Tiles without shared vectors only (``ulab >= 0``).
+    transpose of a diagonal tile); and only columns in ``[c_lo, c_hi)`` (-1: the last).
+    Tiles without shared vectors only (``ulab >= 0``).
     ``xm``: a per-worker buffer of S's dtype and at least ``S.shape[1]`` entries."""
     na, nb = S.shape
-    xrow = xm[:nb]
+    c_hi = nb if c_hi < 0 else min(c_hi, nb)
+    if c_hi <= c_lo or not np.any(ug[b0 + c_lo:b0 + c_hi]):
+        return  # no column is in the gallery ranked
     # masks as additions and stores, not selects: LLVM vectorises ``row + pen`` (0.13 ns an
     # element here) but not a per-element select (0.8 ns). pen: -inf for non-gallery columns
     # (x + 0 is x, up to the sign of a zero, which no comparison sees).
     pen = np.where(ug[b0:b0 + nb] != 0, 0.0, -np.inf).astype(S.dtype)
-    all_gallery = np.all(pen == 0.0)  # then a row is counted in place, its positives taken off
+    all_gallery = np.all(pen[c_lo:c_hi] == 0.0)  # then a row is counted in place, its positives taken off
     pv = np.empty(nb, S.dtype)
     base = np.empty(0, np.int32)  # the cells' tables (_rank_by_cells), grown as needed
     tpad = np.empty(0, S.dtype)
@@ -115,8 +146,10 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
         row = S[a]
         t0 = uvals[o0]
         # the columns ranked: b > a (side 1), b < a (side -1) or all, the row's positives apart
-        lo_b = a + 1 if side == 1 else 0
-        hi_b = a if side == -1 else nb
+        lo_b = max(a + 1 if side == 1 else 0, c_lo)
+        hi_b = min(a if side == -1 else nb, c_hi)
+        if hi_b <= lo_b:
+            continue
         view = row[lo_b:hi_b]
         m = _count_at_least(view, t0)  # the row's positives included
         if m == 0:
@@ -165,16 +198,20 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
                     gt[k] += c - above
                     above = c
                 continue
-        for b in range(nb):
-            xrow[b] = row[b] + pen[b]
-        xrow[:lo_b] = -np.inf  # the diagonal tile: pairs (a, b > a) only; the item itself never
-        xrow[hi_b:] = -np.inf
+        # the columns ranked, masked: [lo_b, hi_b) (a diagonal tile: pairs (a, b > a) only; the
+        # item itself never)
+        w = hi_b - lo_b
+        xrow = xm[:w]
+        for b in range(w):
+            xrow[b] = row[lo_b + b] + pen[lo_b + b]
         for p in range(p0, p1):
-            xrow[by_class[p]] = -np.inf  # positives are not ranked
+            b = by_class[p]
+            if lo_b <= b < hi_b:
+                xrow[b - lo_b] = -np.inf  # positives are not ranked
         m = _count_at_least(xrow, t0)
         if m == 0:
             continue
-        way = _way(how, m, R, nb)
+        way = _way(how, m, R, w)
         if way == COUNT:
             above = 0  # C_{k+1}, from the highest threshold down
             for k in range(o1 - 1, o0 - 1, -1):
@@ -189,7 +226,7 @@ def rank_rows(S, a0, b0, side, ulab, uq, ug, uslot, uoff, uvals, gt, eq, xm, how
                 jh = np.empty(SUB_HISTOGRAMS * (R + 1), np.int32)
             _rank_by_cells(xrow, uvals, o0, o1, gt, eq, base, tpad, cb, jh)
         else:
-            for b in range(nb):
+            for b in range(w):
                 x = xrow[b]
                 if x >= t0:
                     bump(s, x, uoff, uvals, gt, eq)

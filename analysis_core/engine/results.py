@@ -41,6 +41,12 @@ class PassResult:
     #: ``max_rank`` are recomputed without a pass (:func:`~.cutoffs.with_cutoffs`); None when the
     #: pass kept none (``cutoff_ranks = 0``, or not one rank fitted its memory budget)
     cutoff_blocks: CutoffBlocks | None = None
+    #: with ``delete_groups``: for each group g of classes deleted (queries and gallery), the mean
+    #: of each of ``replicate_columns`` over the scored queries left (``replicate_means[g]``) and
+    #: their number (``replicate_n[g]``): the delete-a-group jackknife's replicates (:mod:`.replicates`)
+    replicate_columns: tuple[str, ...] = ()
+    replicate_means: np.ndarray | None = None
+    replicate_n: np.ndarray | None = None
 
     @property
     def n_pos_pairs(self) -> int:
@@ -79,6 +85,34 @@ class CutoffBlocks:
         return sum(a.nbytes for a in (self.start, self.stop, self.T, self.t, self.r))
 
 
+@dataclass(frozen=True)
+class ReplicateSums:
+    """A block's delete-a-group replicate sums (:mod:`.replicates`): for group g and column j, the
+    exact sum of the column over the block's scored queries outside g, as the non-overlapping
+    partials ``parts[g, j, :nparts[g, j]]`` (what :func:`math.fsum` keeps), and ``n[g]`` those
+    queries."""
+
+    parts: np.ndarray
+    nparts: np.ndarray
+    n: np.ndarray
+
+
+def merge_replicates(blocks: list[ReplicateSums]) -> tuple[np.ndarray, np.ndarray]:
+    """(means (groups, columns), scored queries per group) of the blocks' sums: each sum rounded
+    once (``math.fsum`` of every block's partials: the same bits whatever the blocks), divided by
+    its queries (NaN without one)."""
+    n_groups, nm = blocks[0].nparts.shape
+    n = np.sum([b.n for b in blocks], axis=0).astype(np.int64)
+    means = np.full((n_groups, nm), np.nan)
+    for g in range(n_groups):
+        if n[g] == 0:
+            continue
+        for j in range(nm):
+            terms = [x for b in blocks for x in b.parts[g, j, :b.nparts[g, j]].tolist()]
+            means[g, j] = math.fsum(terms) / int(n[g])
+    return means, n
+
+
 @dataclass
 class BlockResult:
     """What one block of queries gives back: merged exactly by :func:`assemble`."""
@@ -94,6 +128,7 @@ class BlockResult:
     qhist: np.ndarray | None = None  # (queries, 2, n_bins) per-query pair histograms
     qsum: np.ndarray | None = None  # (queries, 2) per-query fixed-point score sums
     cutoffs: CutoffBlocks | None = None  # the block's queries' leading tie blocks (start, stop local)
+    replicates: ReplicateSums | None = None  # the block's delete-a-group replicate sums
 
 
 def tile_arrays(tile_sums: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +166,8 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
         raise RuntimeError("internal error: a tile was binned twice")
     sums = sums[order]
     cut = _merge_cutoffs(setup, blocks)
+    reps = [b.replicates for b in blocks if b.replicates is not None]
+    rep_means, rep_n = merge_replicates(reps) if setup.n_buckets > 1 and reps else (None, None)
     if setup.query_expand is not None:  # every query of a group has its ranked query's results
         e = setup.query_expand
         values, curves = values[e], curves[e]
@@ -145,6 +182,8 @@ def assemble(setup: Setup, blocks: list[BlockResult]) -> PassResult:
         sum_neg=math.fsum(sums[:, 1].tolist()), ks=tuple(int(k) for k in setup.ks),
         n_unique_vectors=int(setup.vectors.shape[0]), query_hist=qhist,
         query_pair_sums=None if qsum is None else qsum / setup.fixed_point_scale, cutoff_blocks=cut,
+        replicate_columns=setup.replicate_columns if rep_means is not None else (), replicate_means=rep_means,
+        replicate_n=rep_n,
     )
 
 

@@ -76,6 +76,22 @@ class Setup:
     kernel: str = "auto"  # see KERNELS
     hit_rates_only: bool = False  # only the Recall@K columns, from each query's top positive block
     cutoff_ranks: int = 0  # keep each query's tie blocks above this rank (:mod:`.cutoffs`); 0: none
+    #: delete-a-group replicates (:mod:`.replicates`): the negatives are counted per bucket, the
+    #: group of their class (0 .. n_buckets - 2) or the last bucket (classes in no group); 1: no
+    #: replicates, one bucket. Per vector and per item group the bucket's gallery flags (rows of
+    #: ``gallery_by_bucket`` / ``group_gallery_by_bucket``), per tile the buckets of its gallery
+    #: items, per ranked query its bucket and the queries it stands for, and the replicates' columns.
+    n_buckets: int = 1
+    gallery_by_bucket: np.ndarray | None = None
+    group_gallery_by_bucket: np.ndarray | None = None
+    tile_buckets: np.ndarray | None = None
+    bucket_runs: np.ndarray | None = None  # (runs, 3): [start, stop, bucket] of the runs of one bucket in a tile
+    bucket_run_offsets: np.ndarray | None = None  # tile t's runs: bucket_runs[offsets[t]:offsets[t + 1]]
+    query_bucket: np.ndarray | None = None
+    query_weight: np.ndarray | None = None
+    replicate_columns: tuple[str, ...] = ()
+    replicate_kernels: np.ndarray | None = None
+    replicate_cutoffs: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -96,10 +112,12 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
             ks: tuple[int, ...] = (1, 2, 4, 8), n_recall: int = 11, interpolated: bool = False,
             n_bins: int = 200, per_query_pairs: bool = False, kernel: str = "auto",
             precision: str = "float32", hit_rates_only: bool = False, cutoff_ranks: int = 0,
-            cutoff_mb: float = 0.0) -> Setup:
+            cutoff_mb: float = 0.0, delete_groups: np.ndarray | None = None,
+            replicate_ks: tuple[int, ...] = ()) -> Setup:
     """Canonical layout of one pass (see the module docstring); no similarity is computed yet.
     ``precision``: the dtype of the vectors and of every score (one of ``PRECISIONS``);
-    ``hit_rates_only``, ``cutoff_ranks``, ``cutoff_mb``: see :func:`~.core.run_pass`."""
+    ``hit_rates_only``, ``cutoff_ranks``, ``cutoff_mb``, ``delete_groups``, ``replicate_ks``: see
+    :func:`~.core.run_pass`."""
     n = X.shape[0]
     codes = np.asarray(codes, np.int64)
     isq = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
@@ -115,8 +133,11 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     ks_arr = np.asarray(sorted(set(int(k) for k in ks)), np.int64)
     if ks_arr.size == 0 or ks_arr[0] < 1:
         raise ValueError("every k must be a positive integer")
+    bucket, n_buckets = _buckets(delete_groups, n)
+    if n_buckets > 1 and hit_rates_only:
+        raise ValueError("delete_groups needs every metric: not with hit_rates_only")
     Xf = prepare_vectors(X, similarity, precision)
-    u_rows, items, item_u, uptr = canonical_order(Xf, codes, isq)  # the vectors are Xf[u_rows]
+    u_rows, items, item_u, uptr = canonical_order(Xf, codes, isq, bucket)  # the vectors are Xf[u_rows]
     lab = codes[items]
     q_c = isq[items]
     g_c = isg[items]
@@ -159,6 +180,9 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
     n_entries = positive_entries(groups, lab[q_pos], q_pos)
     kept = 0 if hit_rates_only else kept_ranks(n_entries, all_q.size, cutoff_ranks, cutoff_mb * 2**20,
                                                 block_dtype(n).itemsize, CUTOFF_FLOOR)
+    replicas = {} if n_buckets == 1 else _replicate_layout(
+        bucket[items], item_u, uptr, groups, g_c, q_pos, expand, n_tiles, n_buckets, tuple(ks_arr.tolist()) +
+        tuple(int(k) for k in replicate_ks))
     # per-query sums of up to n scores of magnitude <= max|lo|, |hi| stay below 2^62 on this grid
     fx = 2.0 ** math.floor(math.log2(2.0**62 / (max(n, 1) * max(abs(lo), abs(hi), 1e-30))))
     return Setup(
@@ -176,8 +200,66 @@ def prepare(X: np.ndarray, codes: np.ndarray, *, is_query: np.ndarray | None = N
         n_recall=n_recall, interpolated=interpolated, columns=columns, metric_kernels=metric_kernels,
         metric_cutoffs=metric_cutoffs,
         per_query_pairs=per_query_pairs, fixed_point_scale=min(fx, 2.0**52), kernel=kernel,
-        hit_rates_only=hit_rates_only, cutoff_ranks=kept,
+        hit_rates_only=hit_rates_only, cutoff_ranks=kept, n_buckets=n_buckets, **replicas,
     )
+
+
+def _buckets(delete_groups: np.ndarray | None, n: int) -> tuple[np.ndarray, int]:
+    """Each item's bucket (:class:`Setup`): its group, or the last bucket for -1 (never deleted);
+    and the number of buckets (the groups and that last one; 1 without groups)."""
+    if delete_groups is None:
+        return np.zeros(n, np.int64), 1
+    dg = np.asarray(delete_groups)
+    if dg.shape != (n,) or dg.dtype.kind not in "iu" or (dg.size and dg.min() < -1):
+        raise ValueError(f"delete_groups needs one integer >= -1 per row of X ({n})")
+    dg = dg.astype(np.int64)
+    n_groups = int(dg.max(initial=-1)) + 1
+    if n_groups == 0:
+        return np.zeros(n, np.int64), 1
+    return np.where(dg < 0, n_groups, dg), n_groups + 1
+
+
+def _replicate_layout(bucket_c: np.ndarray, item_u: np.ndarray, uptr: np.ndarray, groups: ItemGroups,
+                      g_c: np.ndarray, q_pos: np.ndarray, expand: np.ndarray | None, n_tiles: int, n_buckets: int,
+                      replicate_ks: tuple[int, ...]) -> dict:
+    """The :class:`Setup` fields of a pass with delete-a-group replicates (``bucket_c``: each item
+    position's bucket)."""
+    from ..metrics.registry import query_columns
+    from .query_metrics import metric_plan
+
+    buckets = np.arange(n_buckets)[:, None]
+    vector_bucket = bucket_c[uptr[:-1]]  # a vector of one item: its item's; shared vectors use their groups'
+    vector_gallery = g_c[uptr[:-1]]
+    group_bucket = bucket_c[groups.item]
+    tile_buckets = np.zeros((n_tiles, n_buckets), bool)
+    gal = np.nonzero(g_c)[0]
+    tile_buckets[item_u[gal] // TILE, bucket_c[gal]] = True
+    # runs of one bucket among each tile's vectors (positions in the tile) holding a gallery item
+    n_u = vector_bucket.size
+    u = np.arange(n_u)
+    new_run = np.ones(n_u, bool)
+    new_run[1:] = (vector_bucket[1:] != vector_bucket[:-1]) | (u[1:] % TILE == 0)
+    starts = np.nonzero(new_run)[0]
+    stops = np.append(starts[1:], n_u)
+    has_gallery = np.add.reduceat(vector_gallery.astype(np.int64), starts) > 0 if n_u else np.zeros(0, bool)
+    starts, stops = starts[has_gallery], stops[has_gallery]
+    run_tile = starts // TILE
+    runs = np.stack([starts % TILE, stops - run_tile * TILE, vector_bucket[starts]], axis=1).astype(np.int64)
+    run_offsets = np.zeros(n_tiles + 1, np.int64)
+    np.cumsum(np.bincount(run_tile, minlength=n_tiles), out=run_offsets[1:])
+    ks = tuple(sorted(set(replicate_ks)))
+    wanted = {m.column for m in query_columns(ks) if m.kind in ("mean", "hit")}
+    columns, kernels, cutoffs = metric_plan(list(ks))
+    at = [j for j, c in enumerate(columns[1:len(kernels) + 1]) if c in wanted]
+    weight = np.ones(q_pos.size, np.int64) if expand is None else np.bincount(expand, minlength=q_pos.size)
+    return dict(
+        gallery_by_bucket=((vector_bucket[None, :] == buckets) & vector_gallery[None, :]).astype(np.uint8),
+        group_gallery_by_bucket=((group_bucket[None, :] == buckets) & (groups.is_gallery[None, :] != 0)).astype(
+            np.uint8),
+        tile_buckets=tile_buckets, bucket_runs=runs.reshape(-1, 3), bucket_run_offsets=run_offsets,
+        query_bucket=bucket_c[q_pos].astype(np.int64), query_weight=weight.astype(np.int64),
+        replicate_columns=tuple(columns[1 + j] for j in at), replicate_kernels=kernels[at],
+        replicate_cutoffs=cutoffs[at])
 
 
 @dataclass(frozen=True)

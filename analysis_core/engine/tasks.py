@@ -56,7 +56,8 @@ def block_metrics(setup: Setup, th: Thresholds, *parts: Counts) -> BlockResult:
     total = parts[0]
     for p in parts[1:]:
         total = total + p
-    v, c, cut = phase3(setup, th, total)
+    v, c, cut, reps = phase3(setup, th, total)
     return BlockResult(c0=th.c0, c1=th.c1, chunk_q=th.chunk_q, values=v, curves=c,
                        hist=np.zeros((2, setup.n_bins), np.int64), tile_keys=np.zeros((0, 2), np.int64),
-                       tile_sums=np.zeros((0, 2)), qhist=total.qhist, qsum=total.qsum, cutoffs=cut)
+                       tile_sums=np.zeros((0, 2)), qhist=total.qhist, qsum=total.qsum, cutoffs=cut,
+                       replicates=reps)

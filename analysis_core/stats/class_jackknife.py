@@ -18,7 +18,7 @@ R-Precision, MRR, P@k, Recall@K, nDCG):
 * The C classes are split into G groups: one class each when C <= ``max_groups`` (the
   delete-one-class jackknife), else ``max_groups`` groups of near-equal size drawn with ``seed``.
 * θ_(g) = the same mean when the classes of group g are removed from the queries and the gallery
-  (a new engine pass on the remaining items, same settings).
+  (what a pass on the remaining items with the same settings gives).
 * pseudo-values P_g = G θ - (G - 1) θ_(g); standard error se = sd(P) / sqrt(G), i.e.
   se² = (G - 1)/G Σ_g (θ_(g) - mean θ_(·))².
 * interval: θ ± t_{1-α/2, G-1} se (unit "class", n_units = G); for hit rates (P@1, Recall@K) and
@@ -37,9 +37,12 @@ here (null rejection 0.087-0.136 at α = 0.05 on leave-one-out 8 x 8: the pseudo
 bias-corrected estimate, far noisier than θ when deleting a class changes every ranking), the t
 test centred on θ is (0.003-0.036, conservative).
 
-The replicates are computed once per evaluation (G passes per method; :class:`ClassReplicates`,
-at every cutoff up to 32 besides the evaluation's, so that new cutoffs K are a view of them); the
-level α enters only in the accessors (:meth:`ClassJackknife.intervals`,
+The replicates come from the evaluation's own passes: deleting a group removes its queries and,
+for every other query, only negatives, so the pass counts each query's negatives per group and
+every replicate follows exactly (:mod:`analysis_core.engine.replicates`; the G passes on the
+remaining items that it replaced are the tests' oracle, equal to 1e-12). They are held at every
+cutoff up to 32 besides the evaluation's (:class:`ClassReplicates`), so that new cutoffs K are a
+view of them; the level α enters only in the accessors (:meth:`ClassJackknife.intervals`,
 :meth:`ClassJackknife.differences`).
 """
 
@@ -48,14 +51,17 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..numerics import fsum_mean
 from ..options import check_alpha, check_int
 from .quantiles import t_quantile
 from .sampling import korn_graubard
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 UNIT = "class"
 DEFAULT_MAX_GROUPS = 20  # passes per method; G - 1 = 19 df is within 5 % of the normal quantile
@@ -99,6 +105,8 @@ class ClassJackknife:
     def intervals(self, alpha: float = 0.05) -> pd.DataFrame:
         """method, metric, estimate, se, ci_low, ci_high, df, unit, n_units, note: each summary
         metric with its 1 - alpha jackknife t interval over classes."""
+        import pandas as pd  # not for evaluate(): a training loop pays for the engine only
+
         check_alpha(alpha)
         rows = []
         for i, m in enumerate(self.methods):
@@ -129,6 +137,7 @@ class ClassJackknife:
         method_b, mean_diff (a - b), se, ci_low, ci_high, df, test, p_value, p_holm (Holm across
         the pairs of each metric), reject, unit, n_units, note. The p-value is the jackknife t
         test with G - 1 df, so it is below α exactly when the interval excludes 0."""
+        import pandas as pd
         from scipy import stats
 
         from .multiplicity import holm
@@ -222,62 +231,102 @@ class ClassReplicates:
         return set(ks) <= set(self.ks)
 
 
+@dataclass(frozen=True)
+class ReplicatePlan:
+    """The groups of classes of a class jackknife, fixed before the passes so that they count
+    what its replicates need (:mod:`analysis_core.engine.replicates`): ``groups`` (class codes
+    of each group; empty when class-level inference is undefined, ``why``), ``item_group`` (each
+    item's group, -1 for classes in none), the cutoffs ``ks`` of the replicates' columns."""
+
+    groups: list[np.ndarray]
+    item_group: np.ndarray
+    n_classes: int
+    n_scored_classes: int
+    seed: int
+    why: str = ""
+
+    def pass_options(self) -> dict:
+        """The keywords of :func:`~analysis_core.engine.core.run_pass` that count the replicates."""
+        from ..engine.cutoff_plan import CUTOFF_FLOOR
+
+        return {"delete_groups": self.item_group, "replicate_ks": tuple(range(1, CUTOFF_FLOOR + 1))}
+
+    def replicates(self, results: dict) -> ClassReplicates:
+        """The :class:`ClassReplicates` of the passes ``results`` (method -> pass result) run
+        with :meth:`pass_options`."""
+        methods = tuple(results)
+        if self.why or not methods:
+            return ClassReplicates(methods, (), (), np.empty((0, len(methods), 0)), [], self.n_classes, self.why)
+        r0 = results[methods[0]]
+        columns = r0.replicate_columns
+        ks = tuple(sorted({int(c.rsplit("_", 1)[1]) for c in columns if c.startswith("recall_at_")}))
+        means = np.stack([results[m].replicate_means for m in methods], axis=1)
+        notes: tuple[str, ...] = ()
+        if len(self.groups) < self.n_scored_classes:
+            notes = (f"{self.n_scored_classes} classes in {len(self.groups)} jackknife groups (seed {self.seed})",)
+        return ClassReplicates(methods, tuple(columns), ks, means, [list(x) for x in self.groups], self.n_classes, "",
+                               notes)
+
+
+def replicate_plan(codes: np.ndarray, is_query: np.ndarray | None, is_gallery: np.ndarray | None,
+                   max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0) -> ReplicatePlan:
+    """The :class:`ReplicatePlan` of items with class codes ``codes`` and roles (None: every item
+    is both): the classes with a scored query (a query with a same-class gallery item) in
+    :func:`class_groups`; undefined (``why``) with fewer than :data:`MIN_CLASSES` of them."""
+    from ..engine.layout import gallery_positives
+
+    codes = np.asarray(codes)
+    isq = np.ones(codes.size, bool) if is_query is None else np.asarray(is_query, bool)
+    isg = np.ones(codes.size, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    scored = isq & (gallery_positives(codes, isg) > 0) if codes.size else isq
+    scored_classes = np.unique(codes[scored])
+    n_classes = int(np.unique(codes).size)
+    none = np.full(codes.size, -1, np.int64)
+    if scored_classes.size < MIN_CLASSES:
+        why = (f"undefined: {scored_classes.size} class(es) with a scored query; inference over classes needs at "
+               f"least {MIN_CLASSES} (deleting one of two classes leaves no retrieval problem)")
+        return ReplicatePlan([], none, n_classes, int(scored_classes.size), seed, why)
+    groups = class_groups(scored_classes, max_groups, seed)
+    of_class = np.full(int(codes.max()) + 1, -1, np.int64)
+    for g, members in enumerate(groups):
+        of_class[members] = g
+    return ReplicatePlan(groups, of_class[codes], n_classes, int(scored_classes.size), seed)
+
+
 def class_replicates(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, progress=None) -> ClassReplicates:
-    """The delete-a-group replicates of the evaluation ``ev`` (see the module docstring): one engine
-    pass per method and group of classes on the remaining items, with ``ev``'s split, class
-    sample, roles, similarity and precision, at its cutoffs and every cutoff up to
-    :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (the dashboard's; a cutoff column
-    costs the pass little next to its products), so that :meth:`~analysis_core.Evaluation.with_ks`
-    within them keeps them. No pass when class-level inference is undefined (``why``): with fewer
-    than :data:`MIN_CLASSES` classes with a scored query, or with a query sample (whose design is
-    a stratified sample of queries, not of classes)."""
+    """The delete-a-group replicates of the evaluation ``ev`` (see the module docstring), with
+    ``ev``'s split, class sample, roles, similarity and precision, at its cutoffs and every cutoff
+    up to :data:`~analysis_core.engine.cutoff_plan.CUTOFF_FLOOR` (so that
+    :meth:`~analysis_core.Evaluation.with_ks` within them keeps them): one pass per method that
+    counts its negatives per group (:mod:`analysis_core.engine.replicates`; :func:`evaluate
+    <analysis_core.evaluation.evaluate>` counts them in its own passes, so this runs only for
+    other groups). No pass when class-level inference is undefined (``why``): with fewer than
+    :data:`MIN_CLASSES` classes with a scored query, or with a query sample (whose design is a
+    stratified sample of queries, not of classes)."""
     from ..engine.core import run_pass
-    from ..engine.cutoff_plan import CUTOFF_FLOOR
-    from ..metrics.registry import query_columns
 
     max_groups = check_int(max_groups, "max_groups (jackknife groups of classes)", 2)
-    ks = tuple(sorted({*ev.ks, *range(1, CUTOFF_FLOOR + 1)}))
-    columns = tuple(m.column for m in query_columns(ks) if m.kind in ("mean", "hit") and m.column is not None)
     methods = tuple(ev.methods)
     ds = ev.dataset
-    labels = ds.label_codes[ev.rows]
-    r0 = next(iter(ev.results.values()))
-    scored_classes = np.unique(labels[r0.query_items[r0.values[:, 0] > 0]])
-    n_classes = int(np.unique(labels).size)
-    why = ""
+    codes = ds.label_codes[ev.rows]
+    isq = isg = None
+    if ds.role is not None:
+        role = ds.role[ev.rows]
+        isq, isg = np.isin(role, ("query", "both")), np.isin(role, ("gallery", "both"))
+    plan = replicate_plan(codes, isq, isg, max_groups, seed)
     if ev.query_sample is not None:
         why = ("undefined: class-level intervals need every query evaluated; this evaluation is a query sample "
                "(use unit='query', or evaluate without a query sample)")
-    elif scored_classes.size < MIN_CLASSES:
-        why = (f"undefined: {scored_classes.size} class(es) with a scored query; inference over classes needs at "
-               f"least {MIN_CLASSES} (deleting one of two classes leaves no retrieval problem)")
-    if why:
-        return ClassReplicates(methods, columns, ks, np.empty((0, len(methods), len(columns))), [], n_classes, why)
-    groups = class_groups(scored_classes, max_groups, seed)
-    role = None if ds.role is None else ds.role[ev.rows]
-    means = np.full((len(groups), len(methods), len(columns)), np.nan)
-    done, total = 0, len(groups) * len(methods)
-    for g, members in enumerate(groups):
-        keep = ~np.isin(labels, members)
-        sub_rows = ev.rows[keep]
-        codes = ds.label_codes[sub_rows]
-        isq = isg = None
-        if role is not None:
-            isq = np.isin(role[keep], ("query", "both"))
-            isg = np.isin(role[keep], ("gallery", "both"))
-        for i, m in enumerate(methods):
-            r = run_pass(ds.embeddings[m][sub_rows], codes, is_query=isq, is_gallery=isg, similarity=ev.similarity,
-                         ks=ks, n_recall=2, n_bins=1, precision=ev.precision)
-            scored = r.values[:, 0] > 0
-            for j, c in enumerate(columns):
-                means[g, i, j] = fsum_mean(r.values[scored, r.columns.index(c)])
-            done += 1
-            if progress is not None:
-                progress(done, total, f"class jackknife: {m}")
-    notes: tuple[str, ...] = ()
-    if len(groups) < scored_classes.size:
-        notes = (f"{scored_classes.size} classes in {len(groups)} jackknife groups (seed {seed})",)
-    return ClassReplicates(methods, columns, ks, means, [list(x) for x in groups], n_classes, "", notes)
+        return ClassReplicates(methods, (), (), np.empty((0, len(methods), 0)), [], plan.n_classes, why)
+    if plan.why:
+        return plan.replicates(dict.fromkeys(methods))
+    results = {}
+    for i, m in enumerate(methods):
+        results[m] = run_pass(ds.embeddings[m][ev.rows], codes, is_query=isq, is_gallery=isg, similarity=ev.similarity,
+                              ks=ev.ks, n_recall=2, n_bins=1, precision=ev.precision, **plan.pass_options())
+        if progress is not None:
+            progress(i + 1, len(methods), f"class jackknife: {m}")
+    return plan.replicates(results)
 
 
 def class_jackknife(ev, *, max_groups: int = DEFAULT_MAX_GROUPS, seed: int = 0, progress=None,

@@ -163,7 +163,8 @@ def test_new_cutoffs_give_the_jackknife_of_a_fresh_evaluation_without_a_pass(rol
     """The jackknife of ``with_ks(new)`` is a view of the replicates kept for the old cutoffs: the
     same intervals and differences as the jackknife of a fresh ``evaluate(..., ks=new)``, exactly,
     with no pass; its new cutoff columns equal each class deleted and the rest evaluated again at
-    the new cutoffs (brute force). Cutoffs beyond those kept (above 32) run the replicates again."""
+    the new cutoffs (brute force). Cutoffs beyond those kept (above 32) evaluate again, one pass per
+    method, which counts the replicates too."""
     X, y, role = _data(n_classes=7, per_class=6, roles=roles)
     kw = {} if role is None else {"role": role}
     base = ac.evaluate(X, y, ks=(1, 2, 4, 8), **kw)
@@ -190,6 +191,6 @@ def test_new_cutoffs_give_the_jackknife_of_a_fresh_evaluation_without_a_pass(rol
                 want_mean = pq.loc[pq["method"] == m, col].mean()
                 assert jk.replicates[g, i, jk.metrics.index(name)] == pytest.approx(want_mean, abs=1e-12)
     deep = base.with_ks((1, 40)).class_jackknife()
-    assert len(calls) == 7 * 2  # one pass per class and method: 40 is beyond the kept cutoffs
+    assert len(calls) == 2  # the evaluation again (40 is beyond the kept cutoffs): its passes count the replicates
     pd.testing.assert_frame_equal(deep.intervals(), ac.evaluate(X, y, ks=(1, 40), **kw).class_jackknife().intervals(),
                                   check_exact=True)

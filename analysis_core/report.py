@@ -341,7 +341,8 @@ def _paper_tables(rep: Report, ev: Evaluation, split_evals: dict, alpha: float, 
     frame = summary_frame(evals, alpha, unit=unit, seed=seed)
     rep.tables["summary"] = frame
     rep.inference = _inference_blocks(frame, evals, alpha, seed)
-    rep.captions["summary"] = ("Main results: headline metrics per method (and split) with interval half-widths; "
+    rep.captions["summary"] = ("Main results: headline metrics per method (and split) with their intervals "
+                               "(<metric>_ci_low, <metric>_ci_high; asymmetric for hit rates and means near 0 or 1); "
                                "unit and n_units say what each interval is over.")
     questions = significance_questions(frame) + significance_questions(frame, single_column=True)
     answers = _best_vs_runner_up(evals, list(dict.fromkeys(questions)), alpha, seed, unit)
@@ -375,9 +376,8 @@ def _inference_blocks(frame: pd.DataFrame, evals: dict, alpha: float, seed: int 
         for r in part.itertuples(index=False):
             row = r._asdict()
             block["intervals"][row["method"]] = {
-                c[:-len("_half_width")]: {"low": row[c[:-len("_half_width")]] - row[c],
-                                          "high": row[c[:-len("_half_width")]] + row[c]}
-                for c in part.columns if c.endswith("_half_width") and np.isfinite(row[c])}
+                c[:-len("_ci_low")]: {"low": row[c], "high": row[c[:-len("_ci_low")] + "_ci_high"]}
+                for c in part.columns if c.endswith("_ci_low") and np.isfinite(row[c])}
         out[split] = block
     return out
 

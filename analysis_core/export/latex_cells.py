@@ -1,5 +1,6 @@
-"""LaTeX cells shared by the report's tables: an interval, a value with its half-width, a value
-with its sd, and the pivot of a long metric table into one column per headline metric."""
+"""LaTeX cells shared by the report's tables: an interval, what follows a value (its half-width or
+its bounds, as the interval is symmetric or not), a value with its sd, and the pivot of a long
+metric table into one column per headline metric."""
 
 from __future__ import annotations
 
@@ -15,11 +16,21 @@ def interval_cell(lo: float, hi: float) -> str:
     return f"[{format_value(lo)}, {format_value(hi)}]"
 
 
-def pm_cell(v: float, half: float | None, size: str = "") -> str:
-    """LaTeX: the value and its half-width (a raw cell)."""
-    if half is None or not math.isfinite(half):
-        return format_value(v)
-    return f"{format_value(v)}{{{size}$\\pm${format_value(half)}}}"
+def symmetric(v: float, lo: float, hi: float) -> bool:
+    """Whether the interval [lo, hi] is v ± a half-width (up to rounding): else it is printed as
+    its bounds (a Korn-Graubard interval, or one clipped to the metric's range)."""
+    return abs((hi - v) - (v - lo)) <= 1e-9 * max(1.0, abs(v), hi - lo)
+
+
+def interval_suffix(v: float, lo: float, hi: float, size: str = "") -> str:
+    """LaTeX after a value: its interval as ``±half`` when symmetric, else its bounds, the upper
+    as a superscript and the lower as a subscript (stacked: as narrow as one number, so the table
+    keeps its width); nothing without a finite interval. A raw cell."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return ""
+    if symmetric(v, lo, hi):
+        return f"{{{size}$\\pm${format_value((hi - lo) / 2)}}}"
+    return f"{{{size}$^{{{format_value(hi)}}}_{{{format_value(lo)}}}$}}"
 
 
 RUN_METRICS = ("map", "map_at_r", "r_precision", "precision_at_1")  # the run tables' LaTeX columns

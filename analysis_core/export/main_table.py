@@ -19,7 +19,7 @@ from ..metrics.registry import by_name, get_key
 from ..metrics.registry import label as metric_label
 from ..number_format import format_value
 from ..stats.quantiles import t_half_width
-from .latex_cells import mean_sd_cell, run_metric_rows, wide_by_metric
+from .latex_cells import interval_suffix, mean_sd_cell, run_metric_rows, symmetric, wide_by_metric
 from .tables import TexCell, to_latex
 
 if TYPE_CHECKING:
@@ -35,11 +35,13 @@ SignificanceHook = Callable[[str, str, str, str], "bool | None"]
 
 def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | None = None,
                   headline: tuple[str, ...] = HEADLINE, unit: str = "query", seed: int = 0) -> pd.DataFrame:
-    """One row per (split, method): each headline metric and the half-width of its 1 - alpha
-    interval (the query sample's interval when there is one, else Student t over the queries;
-    JSD is a property of all pairs: no interval); with ``unit="class"`` the jackknife t interval over
-    classes (:meth:`~analysis_core.evaluation.Evaluation.class_jackknife`). Columns ``unit`` and
-    ``n_units`` say which. ``evals``: split name -> Evaluation;
+    """One row per (split, method): each headline metric and its 1 - alpha interval,
+    ``<metric>_ci_low`` / ``<metric>_ci_high`` (the query sample's interval when there is one, else
+    Student t over the queries; JSD is a property of all pairs: no interval); with
+    ``unit="class"`` the jackknife interval over classes
+    (:meth:`~analysis_core.evaluation.Evaluation.class_jackknife`: t, or Korn-Graubard for hit
+    rates and means near 0 or 1, asymmetric). Every interval is clipped to the metric's range
+    [0, 1]. Columns ``unit`` and ``n_units`` say which. ``evals``: split name -> Evaluation;
     ``headline``: registry names (``recall_at_k``: Recall at ``recall_k``)."""
     rows = []
     for split, ev in evals.items():
@@ -47,11 +49,11 @@ def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | No
         ks = list(ev.ks)
         k = recall_k if recall_k in ks else (ks[1] if len(ks) > 1 else ks[0])
         reg = by_name(ev.ks)
-        jk_half, n_units = {}, None
+        jk_bounds, n_units = {}, None
         if unit == "class" and ev.query_sample is None:
             jk = ev.class_jackknife(seed=seed)  # the report's grouping of classes: one jackknife
             iv = jk.intervals(alpha)
-            jk_half = {(r.method, r.metric): (r.ci_high - r.ci_low) / 2 for r in iv.itertuples()}
+            jk_bounds = {(r.method, r.metric): (r.ci_low, r.ci_high) for r in iv.itertuples()}
             n_units = jk.n_units
         for m in ev.methods:
             v, pq = s[m], ev.per_query_columns(m)  # the columns as arrays: no frame needed
@@ -68,15 +70,18 @@ def summary_frame(evals: dict[str, Evaluation], alpha: float, recall_k: int | No
                 metric = reg[name]
                 value, col = get_key(v, metric.key), metric.column
                 row[name] = value
-                if (m, name) in jk_half:
-                    half = jk_half[(m, name)]
+                if (m, name) in jk_bounds:
+                    lo, hi = jk_bounds[(m, name)]
                 elif name in iv:
-                    half = (iv[name]["high"] - iv[name]["low"]) / 2
+                    lo, hi = iv[name]["low"], iv[name]["high"]
                 elif col is not None and col in pq:
                     half = t_half_width(pq[col], alpha)
+                    lo, hi = value - half, value + half
                 else:
-                    half = math.nan
-                row[f"{name}_half_width"] = half
+                    lo = hi = math.nan
+                if metric.kind in ("mean", "hit"):  # a mean of values in [0, 1]: so is every bound
+                    lo, hi = min(max(lo, 0.0), 1.0), min(max(hi, 0.0), 1.0)
+                row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -98,7 +103,7 @@ def _table_metrics(frame: pd.DataFrame, single_column: bool) -> list[str]:
     """The metric columns of the main table (its single-column variant: without MAP@R and
     R-Precision)."""
     metrics = [c for c in frame.columns if c not in ("split", "method", "unit", "n_units")
-               and not c.endswith("_half_width")]
+               and not c.endswith(("_ci_low", "_ci_high"))]
     return [m for m in metrics if m not in ("map_at_r", "r_precision")] if single_column else metrics
 
 
@@ -132,13 +137,14 @@ def significance_questions(frame: pd.DataFrame, single_column: bool = False) -> 
 
 def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | None = None,
                   single_column: bool = False) -> str:
-    """The main results table: methods (x split) by headline metric, value +- half-width, the
-    best per column (per split) in bold (ties: all bold), a dagger where the best differs
+    """The main results table: methods (x split) by headline metric, value +- half-width (or
+    the bounds of an asymmetric interval, stacked: :func:`~.latex_cells.interval_suffix`),
+    the best per column (per split) in bold (ties: all bold), a dagger where the best differs
     significantly from the runner-up (``hook``). ``single_column``: the narrower variant (no
-    half-widths, no MAP@R / R-Precision) for one column."""
+    intervals, no MAP@R / R-Precision) for one column."""
     metrics = _table_metrics(frame, single_column)
     splits = list(dict.fromkeys(frame["split"]))
-    out_rows, marked = [], False
+    out_rows, marked, asymmetric = [], False, False
     for split in splits:
         part = frame[frame["split"] == split]
         best, runner = _best_and_runner_up(part, metrics)
@@ -151,9 +157,10 @@ def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | No
                     if hook is not None and m in runner and hook(split, m, r["method"], runner[m]):
                         text += r"$^\dagger$"
                         marked = True
-                half = r[f"{m}_half_width"]
-                if not single_column and math.isfinite(half):
-                    text += rf"{{\scriptsize$\pm${format_value(half)}}}"
+                lo, hi = r[f"{m}_ci_low"], r[f"{m}_ci_high"]
+                if not single_column and math.isfinite(lo) and math.isfinite(hi):
+                    text += interval_suffix(r[m], lo, hi, r"\scriptsize")
+                    asymmetric = asymmetric or not symmetric(r[m], lo, hi)
                 row[m] = text
             out_rows.append(row)
     out = pd.DataFrame(out_rows)
@@ -165,7 +172,9 @@ def summary_latex(frame: pd.DataFrame, alpha: float, hook: SignificanceHook | No
             f"the metric's paired test on the same queries: McNemar for hit rates, sign-flip permutation "
             f"otherwise; $\\alpha = {alpha:g}$")
     cap = ("Main results: expected values over tie orders; best per column in bold"
-           + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over {units}") + "."
+           + ("" if single_column else f", $\\pm$ the half-width of the {conf} interval over {units}"
+              + ("; an asymmetric interval (Korn--Graubard for hit rates and means near 0 or 1, or one clipped "
+                 "to [0, 1]) as its bounds, the upper above and the lower below" if asymmetric else "")) + "."
            + (f" $^\\dagger$: the best differs significantly from the runner-up ({test})." if marked else ""))
     tex = to_latex(out, caption=TexCell(cap), label=f"tab:summary{'-column' if single_column else ''}",
                    headers=headers, keys=2 if len(splits) > 1 else 1, raw=tuple(metrics))

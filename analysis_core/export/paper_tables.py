@@ -8,7 +8,6 @@ Every table fits a two-column page (:func:`~analysis_core.export.tables.to_latex
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 
@@ -18,7 +17,7 @@ import pandas as pd
 from ..figures.class_sweep import SWEEP_METRICS
 from ..metrics.registry import label as metric_label
 from ..number_format import format_value
-from .latex_cells import RUN_METRICS, interval_cell, pm_cell, run_metric_rows, wide_by_metric
+from .latex_cells import RUN_METRICS, interval_cell, interval_suffix, run_metric_rows, wide_by_metric
 from .main_table import (
     runs_latex,
     summary_frame,  # noqa: F401  (re-exported: the dashboard's Overview imports it here)
@@ -52,7 +51,7 @@ def _pr_band(df: pd.DataFrame, caption: str, label: str) -> str:
     wide = pd.DataFrame({"recall": sorted(b["recall"].unique())})
     for m, part in b.groupby("method", sort=False):
         part = part.set_index("recall").reindex(wide["recall"])
-        wide[m] = [pm_cell(v, (hi - lo) / 2, r"\scriptsize") for v, lo, hi in
+        wide[m] = [format_value(v) + interval_suffix(v, lo, hi, r"\scriptsize") for v, lo, hi in
                    zip(part["mean"], part["low"], part["high"], strict=True)]
     return to_latex(wide, caption=caption + " All queries; per class in the CSV file.", label=label, headers=HEADERS,
                     raw=tuple(wide.columns[1:]))
@@ -92,9 +91,10 @@ def _generalization(df: pd.DataFrame, caption: str, label: str) -> str:
         out[s] = df[s].to_numpy()
     headers = dict(HEADERS)
     for g in gap:
-        lo, hi = df.get(f"{g}_ci_low"), df.get(f"{g}_ci_high")
-        halves = (hi - lo) / 2 if lo is not None and hi is not None else [None] * len(df)
-        out[g] = [pm_cell(v, h, r"\scriptsize") for v, h in zip(df[g], halves, strict=True)]
+        nan = pd.Series(np.nan, index=df.index)
+        lo, hi = df.get(f"{g}_ci_low", nan), df.get(f"{g}_ci_high", nan)
+        out[g] = [format_value(v) + interval_suffix(v, a, b, r"\scriptsize")
+                  for v, a, b in zip(df[g], lo, hi, strict=True)]
         headers[g] = g.removeprefix("gap_").replace("_minus_", " - ")
     return to_latex(out, caption=caption, label=label, headers=headers, keys=2, raw=tuple(gap))
 
@@ -219,8 +219,7 @@ def _runs_needed(df: pd.DataFrame, caption: str, label: str) -> str:
 
 def _checkpoint_runs(df: pd.DataFrame, caption: str, label: str) -> str:
     def cell(r: pd.Series) -> str:
-        half = (r["ci_high"] - r["ci_low"]) / 2
-        return pm_cell(r["mean"], half if math.isfinite(half) else None, r"\scriptsize")
+        return format_value(r["mean"]) + interval_suffix(r["mean"], r["ci_low"], r["ci_high"], r"\scriptsize")
 
     out, metrics = wide_by_metric(df, ["split", "family", "step"], cell)
     return to_latex(out, caption=caption, label=label, headers={m: metric_label(m, short=True) for m in metrics},
@@ -228,11 +227,10 @@ def _checkpoint_runs(df: pd.DataFrame, caption: str, label: str) -> str:
 
 
 def _checkpoints(df: pd.DataFrame, caption: str, label: str) -> str:
-    """Checkpoints: one row per (split, curve, step), the run metrics as value with its interval's
-    half-width; every metric in the CSV file."""
+    """Checkpoints: one row per (split, curve, step), the run metrics as value with its interval
+    (± half-width, or [low, high] where asymmetric); every metric in the CSV file."""
     def cell(r: pd.Series) -> str:
-        half = (r["ci_high"] - r["ci_low"]) / 2
-        return pm_cell(r["value"], half if math.isfinite(half) else None, r"\scriptsize")
+        return format_value(r["value"]) + interval_suffix(r["value"], r["ci_low"], r["ci_high"], r"\scriptsize")
 
     out, metrics = wide_by_metric(df, ["split", "family", "step"], cell)
     extra = ("" if set(df["metric"]) <= set(RUN_METRICS)

@@ -220,7 +220,9 @@ def _width_pt(tex: str, size_pt: float) -> float:
     case ~0.72 em), LaTeX markup removed."""
     import re
 
-    t = re.sub(r"\\(times|pm|le|ge|cdot|infty|rho|alpha|approx|to|dagger)", "x", tex)
+    # stacked bounds (a superscript over a subscript: an asymmetric interval) are as wide as the wider
+    t = re.sub(r"\$\^\{([^{}]*)\}_\{([^{}]*)\}\$", lambda m: max(m.group(1), m.group(2), key=len), tex)
+    t = re.sub(r"\\(times|pm|le|ge|cdot|infty|rho|alpha|approx|to|dagger)", "x", t)
     t = re.sub(r"\\text(bf|asciitilde|asciicircum|backslash)|\\(scriptsize|footnotesize|small|ldots|allowbreak)", "", t)
     t = re.sub(r"[\\${}^]", "", t)
     t = re.sub(r"--+", "-", t)

@@ -60,12 +60,12 @@ if got is not None:
         n = int(main["n_units"].max()) if len(main) else 0
         units = "classes" if u == "class" else "queries"
         st.subheader(f"{100 * (1 - alpha()):g}% intervals — unit: {u} ({n:,} {units})")
-        st.caption("Each metric ± the half-width of its interval. " + (
+        st.caption("Each metric with its interval, [low, high] (asymmetric for hit rates and means near 0 or 1). " + (
             "Over classes: what a new set of items of new classes would give (each class deleted from the queries "
             "and the gallery in turn)." if u == "class" else
             "Over queries: these models and this gallery only (queries that share a gallery are dependent)."))
-        halves = [c for c in main.columns if c.endswith("_half_width")]
-        shown_iv = main[["method"] + [c[: -len("_half_width")] for c in halves] + halves]
+        lows = [c for c in main.columns if c.endswith("_ci_low")]
+        shown_iv = main[["method"] + [c for b in lows for c in (b[: -len("_ci_low")], b, b[:-3] + "high")]]
         components.table(shown_iv, "summary_intervals", height=200)
     if d.get("query_sample"):
         qs = d["query_sample"]

@@ -10,7 +10,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -141,10 +140,10 @@ def test_report_without_chromium_exits_2_with_the_install_command_before_computi
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))  # kaleido's own override
     assert chromium_path() is None
     out = tmp_path / "rep"
-    t = time.perf_counter()
-    # the 600-class demo takes minutes to report on: an exit within 10 s means nothing was computed
-    r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "pdf", "--quiet")
-    assert time.perf_counter() - t < 10
+    # without --quiet every pass shows its progress on stderr: none shown means none computed (a
+    # condition, not a time limit, so it holds on a loaded machine)
+    r = run_cli("report", ROOT / "demo_data" / "many_classes.npz", "--out", out, "--format", "pdf")
+    assert "%" not in r.stderr and "positives" not in r.stderr, r.stderr
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert INSTALL_COMMAND in r.stderr and "Chromium" in r.stderr
     assert not out.exists()
@@ -195,7 +194,7 @@ def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
     frame = pd.read_csv(cli_report / "tables" / "summary.csv")
     assert set(frame["split"]) == {"all", "train", "test"}
     part = frame[frame["split"] == "all"].set_index("method")
-    # the default unit is the class: the half-width of the jackknife t interval over the 10 classes
+    # the default unit is the class: the jackknife interval over the 10 classes
     jk = ev.class_jackknife().intervals(0.05).set_index(["method", "metric"])
     assert (part["unit"] == "class").all() and (part["n_units"] == 10).all()
     by_query = summary_frame({"all": ev}, 0.05, unit="query").set_index("method")
@@ -205,9 +204,11 @@ def test_summary_table_values_intervals_and_bold_best(cli_report, small_npz):
         ap = ap[ap["n_positives"] > 0]["ap"].to_numpy()
         assert part.loc[m, "map"] == pytest.approx(ap.mean(), abs=1e-12)
         iv = jk.loc[(m, "map")]
-        assert part.loc[m, "map_half_width"] == pytest.approx((iv["ci_high"] - iv["ci_low"]) / 2, rel=1e-9)
+        assert part.loc[m, "map_ci_low"] == pytest.approx(iv["ci_low"], rel=1e-9)
+        assert part.loc[m, "map_ci_high"] == pytest.approx(iv["ci_high"], rel=1e-9)
         lo, hi = DescrStatsW(ap).tconfint_mean(alpha=0.05)  # the query unit: Student t over the queries
-        assert by_query.loc[m, "map_half_width"] == pytest.approx((hi - lo) / 2, rel=1e-9)
+        assert by_query.loc[m, "map_ci_low"] == pytest.approx(max(lo, 0.0), rel=1e-9)
+        assert by_query.loc[m, "map_ci_high"] == pytest.approx(min(hi, 1.0), rel=1e-9)
         assert by_query.loc[m, "n_units"] == ap.size
     tex = (cli_report / "tables" / "summary.tex").read_text()
     assert r"\begin{table*}" in tex and r"\begin{table}" in (cli_report / "tables" / "summary_column.tex").read_text()

@@ -99,7 +99,8 @@ def test_report_at_another_alpha_than_the_evaluation_gives_that_levels_query_sam
     main = rep.tables["summary"].set_index(["split", "method"])
     for m, v in direct.items():
         iv = v["intervals"]["map"]
-        assert main.loc[("all", m), "map_half_width"] == pytest.approx((iv["high"] - iv["low"]) / 2, rel=1e-12)
+        assert main.loc[("all", m), "map_ci_low"] == pytest.approx(max(iv["low"], 0.0), rel=1e-12)
+        assert main.loc[("all", m), "map_ci_high"] == pytest.approx(min(iv["high"], 1.0), rel=1e-12)
         assert main.loc[("all", m), "unit"] == "query"
     write_report(at05, rep, tmp_path / "rep", formats=())
     written = json.loads((tmp_path / "rep" / "summary.json").read_text())["methods"]

@@ -75,3 +75,35 @@ def test_a_report_on_a_three_class_split_says_class_level_tests_cannot_reach_alp
     paired = pd.read_csv(out / "tables" / "paired_tests.csv")
     assert (paired["p_value"].isna() | (paired["p_value"] == 1)).all() and not paired["reject"].any()
     assert paired["note"].str.contains("too few to decide").any()
+
+
+@pytest.mark.slow
+def test_asymmetric_intervals_are_printed_as_their_bounds_and_every_interval_in_range(digits_report):
+    """The main table's intervals (summary.csv, summary.tex, summary.json): within [0, 1]; an
+    asymmetric one (Korn-Graubard for the hit rates at the class unit, or one clipped at 0 or 1) is
+    printed as its bounds (stacked) and never as ± a half-width; summary.json gives the CSV's bounds."""
+    import re
+
+    from analysis_core.export.latex_cells import symmetric
+
+    df = pd.read_csv(digits_report / "tables" / "summary.csv")
+    metrics = [c[: -len("_ci_low")] for c in df.columns if c.endswith("_ci_low")]
+    asymmetric = 0
+    for m in metrics:
+        lo, hi, v = df[f"{m}_ci_low"], df[f"{m}_ci_high"], df[m]
+        ok = lo.notna()
+        assert ((0 <= lo[ok]) & (lo[ok] <= v[ok]) & (v[ok] <= hi[ok]) & (hi[ok] <= 1)).all(), m
+        asymmetric += sum(not symmetric(a, b, c) for a, b, c in zip(v[ok], lo[ok], hi[ok], strict=True))
+    assert asymmetric > 0  # the hit rates' Korn-Graubard intervals at the class unit
+    tex = (digits_report / "tables" / "summary.tex").read_text()
+    bounds = re.findall(r"\{\\scriptsize\$\^\{(-?[0-9.]+)\}_\{(-?[0-9.]+)\}\$\}", tex)  # upper, lower
+    assert len(bounds) == asymmetric
+    assert all(0 <= float(lo) <= float(hi) <= 1 for hi, lo in bounds)
+    for v, h in re.findall(r"([0-9.]+)\}?(?:\$\^\\dagger\$)?\{\\scriptsize\$\\pm\$([0-9.]+)\}", tex):
+        assert float(v) - float(h) >= -5e-4 and float(v) + float(h) <= 1 + 5e-4, (v, h)
+    s = json.loads((digits_report / "summary.json").read_text())
+    part = df[df["split"] == "all"].set_index("method")
+    for method, intervals in s["inference"]["intervals"].items():
+        for m, iv in intervals.items():
+            assert (iv["low"], iv["high"]) == pytest.approx((part.loc[method, f"{m}_ci_low"],
+                                                             part.loc[method, f"{m}_ci_high"]), rel=1e-9)

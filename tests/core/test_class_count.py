@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
@@ -386,6 +386,7 @@ def _per_query_recall_at_1_in_groups(X, y, groups, similarity):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(4, 9), st.integers(2, 4), st.integers(2, 12),
        st.sampled_from(["dot", "euclidean"]))
+@example(14, 9, 2, 3, "dot")  # its third group holds two one-item classes: no query has a positive
 def test_a_sampled_grouped_recall_is_the_stratified_estimate_of_its_sampled_queries_by_brute_force(
         seed, n_classes, group_size, m, similarity):
     """``query_sample=m``: each group with more than m queries (with a positive) ranks the stratified
@@ -411,9 +412,11 @@ def test_a_sampled_grouped_recall_is_the_stratified_estimate_of_its_sampled_quer
         row = got.per_group.iloc[g]
         frame = query_frame(y[idx])
         assert row["n_queries"] == frame.size
-        if m >= frame.size:  # every query ranked: the group's exact value
+        assert np.count_nonzero(~np.isnan(vals)) == frame.size  # the frame: the queries with a positive
+        if m >= frame.size:  # every query ranked: the group's exact value (NaN: no query has a positive)
             assert row["n_observed"] == frame.size
-            assert row["recall"] == pytest.approx(np.nanmean(vals), abs=1e-12)
+            want = vals[~np.isnan(vals)].mean() if frame.size else np.nan
+            np.testing.assert_allclose(row["recall"], want, rtol=0, atol=1e-12, equal_nan=True)
             continue
         qs = stratified_sample(y[idx], frame, m, group_sample_seed(seed, 0, g))
         W = qs.N_h / qs.N

@@ -29,6 +29,7 @@ PAGES = ["Overview", "Per query & class", "PR bands", "Statistics", "Similarity 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed (make test installs it as root)", allow_module_level=True)
 
@@ -337,6 +338,19 @@ def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(pa
     assert not [u for u in requests if "127.0.0.1:9/" in u], requests
 
 
+def _refusal_of(pg, name: str, timeout: float = 180_000) -> str:
+    """The text of the refusal of the uploaded file ``name``, once the page has run: a refusal
+    names its file, so this is never the previous upload's message still on the page."""
+    alert = pg.locator("[data-testid='stAlert']").filter(has_text="This input can't be used.").filter(has_text=name)
+    try:
+        alert.first.wait_for(timeout=timeout)
+    except playwright.TimeoutError:
+        shown = pg.locator("[data-testid='stAlert']").all_inner_texts()
+        raise AssertionError(f"no refusal naming {name} within {timeout / 1000:.0f} s; alerts shown: {shown}") from None
+    _settle(pg, timeout)
+    return alert.first.inner_text()
+
+
 def _replace_uploads_payload(pg, payloads: list[dict]) -> None:
     delete = pg.locator("[data-testid='stFileUploader'] button[aria-label^='Remove ']")
     while delete.count():
@@ -362,8 +376,7 @@ def test_refused_uploads_release_their_memory(page):
     for i in range(3):
         _replace_uploads_payload(page, [{"name": f"zeros_{i}.npz", "mimeType": "application/octet-stream",
                                          "buffer": zeros}])
-        page.get_by_text("This input can't be used.").first.wait_for(timeout=300_000)
-        _settle(page, 300_000)
+        _refusal_of(page, f"zeros_{i}.npz", 300_000)
         peak = max(peak, _rss_mb(pid))
         _no_exception(page)
     _replace_uploads_payload(page, [])
@@ -379,19 +392,7 @@ def test_split_selector_and_training_page_on_the_training_demo(page):
     (the command line's --split), and the Training page draws the checkpoints."""
     _wait_text(page, "Summary (CSV)")
     page.get_by_text("Demo: a training run", exact=False).first.click()
-    split_box = page.locator("[data-testid='stSelectbox']").filter(has_text="Split")
-    split_box.wait_for(timeout=180_000)
-    _settle(page)
-    for attempt in range(3):  # the list may close again if the page reruns as it opens
-        split_box.locator("[role='combobox'], input").first.click()
-        try:
-            page.get_by_role("option", name="split: test_unseen").click(timeout=15_000)
-            break
-        except playwright.TimeoutError:
-            if attempt == 2:
-                raise
-            _settle(page)
-    _settle(page)
+    _choose(page, "Split", "split: test_unseen")  # the box appears once the training demo is loaded
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
                            ".some(e => e.textContent.trim() === '533')", timeout=180_000)
     _no_exception(page)
@@ -434,9 +435,7 @@ def test_a_png_renamed_npz_and_a_huge_header_get_their_own_messages(page):
     for name, data, expected in (("photo.npz", b"\x89PNG\r\n\x1a\n" + bytes(200), "PNG image"),
                                  ("huge.npz", huge.getvalue(), "(10000000, 10000)")):
         _replace_uploads_payload(page, [{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
-        page.get_by_text("This input can't be used.").first.wait_for(timeout=60_000)
-        _settle(page)
-        alert = page.locator("[data-testid='stAlert']").first.inner_text()
+        alert = _refusal_of(page, name)
         assert expected in alert and "object array" not in alert, alert
         _no_exception(page)
 
@@ -518,19 +517,23 @@ def _shot_from(pg, text: str, name: str) -> None:
 
 
 def _choose(pg, label: str, option: str) -> None:
-    """Pick ``option`` in the selectbox labelled ``label`` (the list may close again if the page
-    reruns as it opens: retried)."""
+    """Pick ``option`` in the selectbox labelled ``label``, done when the box shows it once the page
+    has run. Retried: the list may close again if the page reruns as it opens, and a rerun that was
+    under way when the option was clicked (a loading data set) may put the old value back."""
     box = pg.locator("[data-testid='stSelectbox']").filter(has_text=label)
+    combo = box.locator("input[role='combobox']")
+    combo.wait_for(timeout=180_000)
     for attempt in range(3):
-        box.locator("[role='combobox'], input").first.click()
         try:
+            combo.click()
             pg.get_by_role("option", name=option).click(timeout=15_000)
-            break
-        except playwright.TimeoutError:
+            _settle(pg)
+            expect(combo).to_have_value(option, timeout=15_000)
+            return
+        except (playwright.TimeoutError, AssertionError):
             if attempt == 2:
                 raise
             _settle(pg)
-    _settle(pg)
 
 
 def test_runs_demo_shows_the_design_the_runs_the_family_tests_and_the_seed_bands(server, browser):

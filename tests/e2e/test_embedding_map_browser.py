@@ -8,14 +8,14 @@ import time
 import numpy as np
 import pytest
 
-from .test_browser import ART, ROOT, _no_exception, _settle, _shot, _wait_text, browser, page, server  # noqa: F401
+from .test_browser import ART, ROOT, STEP, _no_exception, _settle, _shot, _wait_text, browser, page, server  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
 PLOT = ".js-plotly-plot"
 
 
-def _map_drawn(pg, timeout: float = 60_000) -> None:
+def _map_drawn(pg, timeout: float = STEP) -> None:
     """Wait until plotly has drawn the WebGL points (a gl canvas with a non-zero size)."""
     pg.wait_for_function(f"() => [...document.querySelectorAll('{PLOT} canvas')]"
                          ".some(c => c.width > 0 && c.height > 0)", timeout=timeout)

@@ -47,14 +47,19 @@ system-deps: export-deps
 run: $(STAMP) export-deps
 	$(VPY) -m streamlit run dashboard/app.py --server.address 127.0.0.1
 
+# over JOBS processes (pytest-xdist): each test goes to the next free worker, except that the tests
+# of one xdist_group (a file's browser tests sharing one streamlit server, AppTest files sharing a
+# module fixture) stay in one worker; JOBS=1 runs in this process
+JOBS ?= 2
+XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadgroup,)
 test: $(STAMP) typecheck system-deps
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q $(XDIST)
 
 # the loop of a change (< 3 min on 2 cores): tests/core without the tests marked slow, install,
 # browser, latex, dask or r_oracle (markers: pyproject.toml); `make test` runs everything
 FAST_MARKERS := not slow and not install and not browser and not latex and not dask and not r_oracle
 test-fast: $(STAMP)
-	$(VPY) -m pytest -q tests/core -m "$(FAST_MARKERS)"
+	$(VPY) -m pytest -q $(XDIST) tests/core -m "$(FAST_MARKERS)"
 
 # the package's annotations (it ships py.typed): zero mypy errors (settings: pyproject.toml [tool.mypy])
 typecheck: $(STAMP)

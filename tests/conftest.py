@@ -42,12 +42,26 @@ REQUIRES: dict[str, tuple[Callable[[], bool], str]] = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     have = {name: functools.cache(check) for name, (check, _) in REQUIRES.items()}
     for item in items:
         for name, (_, why) in REQUIRES.items():
             if item.get_closest_marker(name) is not None and not have[name]():
                 item.add_marker(pytest.mark.skip(reason=why))
+        if _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-, class- or package-scoped fixture (a streamlit server, a
+    browser, an evaluation made once for the file). ``make test``'s ``--dist loadgroup`` keeps the
+    tests of such a file in one worker, so the fixture is made once, not once in every worker;
+    every other test goes to whichever worker is free. Session fixtures are made per worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
 
 
 def compile_kernels() -> None:

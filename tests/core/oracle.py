@@ -13,13 +13,25 @@ import numpy as np
 
 
 def score_matrix(X: np.ndarray, similarity: str) -> np.ndarray:
-    X = np.asarray(X, np.float64)
+    """The float64 scores of every pair of rows of ``X`` (``similarity``: cosine, dot, euclidean).
+
+    Each distinct row is scored once and the matrix indexed back from the distinct rows' one, so
+    identical rows get bit-identical scores (ties, as the engine's contract says) whatever BLAS
+    kernel computes the product: a GEMM may give two copies of a row different last bits where they
+    fall at different places in its blocks (OpenBLAS's AVX-512 kernels do), which would split a tie
+    block of the oracle and make the expected result depend on the CPU."""
+    U, inverse = np.unique(np.asarray(X, np.float64), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)  # numpy 2.0.0 gave it the input's number of dimensions
+    return _distinct_scores(U, similarity)[np.ix_(inverse, inverse)]
+
+
+def _distinct_scores(U: np.ndarray, similarity: str) -> np.ndarray:
     if similarity == "cosine":
-        X = X / np.linalg.norm(X, axis=1, keepdims=True)
-        return X @ X.T
+        U = U / np.linalg.norm(U, axis=1, keepdims=True)
+        return U @ U.T
     if similarity == "dot":
-        return X @ X.T
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+        return U @ U.T
+    d2 = ((U[:, None, :] - U[None, :, :]) ** 2).sum(-1)
     return -np.sqrt(d2)
 
 

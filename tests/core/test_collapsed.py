@@ -117,6 +117,33 @@ def test_collapsed_embeddings_equal_the_position_oracle(n, k, n_classes, roles, 
     _check_against_positions(X, y, sim, isq, isg)
 
 
+@pytest.mark.parametrize("sim", ["cosine", "dot", "euclidean"])
+@pytest.mark.parametrize(("n", "k", "seed"), [(1500, 1, 1501), (1500, 5, 1505), (1200, 5, 1205), (2000, 2, 2002)])
+def test_the_oracle_scores_copies_of_a_row_alike_wherever_they_sit_in_the_product(n, k, seed, sim):
+    """The oracle's scores of duplicate rows do not depend on where the copies fall in the GEMM:
+    every copy of a row gets bit-identical scores (rows and columns), and shuffling the items (copies
+    moved among the product's blocks) or reversing every run of 16 (moved within them) gives the
+    permuted matrix bit for bit, hence every query the same tie blocks. A plain ``X @ X.T`` fails
+    this with OpenBLAS's AVX-512 kernels on (1500, 1, 1501): its 1 500 identical rows get two
+    different cosines (1.0 and the float below), one tie block split in two."""
+    X = _points(n, k, 6, seed)
+    y = np.random.default_rng(seed).integers(0, 3, n)
+    S = score_matrix(X, sim)
+    _, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    copy_of = first[inverse.reshape(-1)]  # each item's first copy
+    assert np.array_equal(S, S[np.ix_(copy_of, copy_of)])
+    everyone = np.ones(n, bool)
+    want = dict(_oracle_rows(S, y, everyone, everyone))
+    rng = np.random.default_rng(seed + 1)
+    among = rng.permutation(n)
+    within = np.concatenate([np.arange(i, min(i + 16, n))[::-1] for i in range(0, n, 16)])
+    for p in (among, within, among[within]):
+        Sp = score_matrix(X[p], sim)
+        assert np.array_equal(Sp, S[np.ix_(p, p)])
+        got = dict(_oracle_rows(Sp, y[p], everyone, everyone))
+        assert {int(p[i]): blocks for i, blocks in got.items()} == want
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 60), k=st.integers(1, 4), c=st.integers(1, 3),
        roles=st.booleans(), sim=st.sampled_from(["cosine", "euclidean"]))

@@ -29,10 +29,14 @@ PAGES = ["Overview", "Per query & class", "PR bands", "Statistics", "Similarity 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed (make test installs it as root)", allow_module_level=True)
 
 
+#: ms a step of the app may take before a wait gives up: what 2 cores shared with other test workers
+#: need (a step that takes 10 s on a quiet machine took over 60 s in a loaded suite)
+STEP = 180_000
 SERVER_PID: dict[str, int] = {}  # the running server's process id, for memory checks
 
 
@@ -45,7 +49,7 @@ def serve(**env: str) -> Iterator[tuple[str, int]]:
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
+    deadline = time.time() + STEP / 1000
     while time.time() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -84,13 +88,13 @@ def page(server, browser):
     ctx.close()
 
 
-def _settle(pg, timeout: float = 180_000) -> None:
+def _settle(pg, timeout: float = STEP) -> None:
     """Wait until the app has finished running (no 'running' status widget)."""
     pg.wait_for_timeout(300)
     pg.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
-def _wait_text(pg, text: str, timeout: float = 180_000) -> None:
+def _wait_text(pg, text: str, timeout: float = STEP) -> None:
     pg.get_by_text(text, exact=False).first.wait_for(timeout=timeout)
     _settle(pg, timeout)
 
@@ -105,7 +109,7 @@ def _shot(pg, name: str) -> None:
     pg.screenshot(path=str(ART / f"{name}.png"), full_page=True)
 
 
-def _metric_changes(pg, index: int, before: str, timeout: float = 60_000) -> None:
+def _metric_changes(pg, index: int, before: str, timeout: float = STEP) -> None:
     """Wait until the index-th metric shows something other than ``before`` and the run ends."""
     pg.wait_for_function("([i, b]) => { const m = document.querySelectorAll('[data-testid=\"stMetricValue\"]');"
                          " return m.length > i && m[i].innerText !== b; }", arg=[index, before], timeout=timeout)
@@ -176,7 +180,7 @@ def test_sliders_move_and_a_pdf_export_downloads(page):
     assert page.locator("[data-testid='stMetricValue']").nth(3).inner_text() not in (grouped_before, grouped_mid)
     _no_exception(page)
     _shot(page, "class_count_after_sliders")
-    with page.expect_download(timeout=120_000) as dl:
+    with page.expect_download(timeout=STEP) as dl:
         page.get_by_role("button", name="PDF").first.click()
     pdf = Path(dl.value.path()).read_bytes()
     assert pdf.startswith(b"%PDF") and b"/Font" in pdf
@@ -218,7 +222,7 @@ def test_uploads_show_the_clis_map_and_a_bad_file_shows_its_message(page, tmp_pa
     Xb[5, 1] = np.nan
     np.savez(bad, embeddings=Xb, labels=y)
     _replace_uploads(page, bad)
-    page.get_by_text("NaN or infinite values").first.wait_for(timeout=60_000)
+    page.get_by_text("NaN or infinite values").first.wait_for(timeout=STEP)
     _shot(page, "overview_bad_upload")
     page.get_by_text("Demo: handwritten digits").click()  # the session keeps working
     _wait_text(page, "Source: digits.npz")
@@ -255,7 +259,7 @@ def test_export_all_zip_contains_every_figure_and_table(page):
     _wait_text(page, "Summary (CSV)")
     page.get_by_role("button", name="Prepare the archive").click()
     page.get_by_role("button", name="Download all (ZIP)").wait_for(timeout=300_000)
-    with page.expect_download(timeout=120_000) as dl:
+    with page.expect_download(timeout=STEP) as dl:
         page.get_by_role("button", name="Download all (ZIP)").click()
     names = set(zipfile.ZipFile(io.BytesIO(Path(dl.value.path()).read_bytes())).namelist())
     for t in ("pr_band", "anova", "tukey_hsd", "games_howell", "two_way_anova", "mixed_model", "paired_tests",
@@ -327,7 +331,7 @@ def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(pa
     bad = (_npz_bytes(embeddings=np.zeros((6, 3), np.float32), labels=np.repeat([0, 1], 3)))
     _replace_uploads_payload(page, [{"name": "<b>z</b> [a](http://127.0.0.1:9/z) \\.npz",
                                      "mimeType": "application/octet-stream", "buffer": bad}])
-    page.get_by_text("This input can't be used.").first.wait_for(timeout=60_000)
+    page.get_by_text("This input can't be used.").first.wait_for(timeout=STEP)
     _settle(page)
     alert = page.locator("[data-testid='stAlert']").first.inner_text()
     assert "<b>z</b> [a](http://127.0.0.1:9/z) \\.npz" in alert, alert
@@ -335,6 +339,19 @@ def test_file_names_with_markdown_and_html_show_literally_and_request_nothing(pa
     links = page.locator("img[src*='127.0.0.1:9'], a[href*='127.0.0.1:9']")
     assert links.count() == 0, [links.nth(i).evaluate("e => e.outerHTML") for i in range(links.count())]
     assert not [u for u in requests if "127.0.0.1:9/" in u], requests
+
+
+def _refusal_of(pg, name: str, timeout: float = STEP) -> str:
+    """The text of the refusal of the uploaded file ``name``, once the page has run: a refusal
+    names its file, so this is never the previous upload's message still on the page."""
+    alert = pg.locator("[data-testid='stAlert']").filter(has_text="This input can't be used.").filter(has_text=name)
+    try:
+        alert.first.wait_for(timeout=timeout)
+    except playwright.TimeoutError:
+        shown = pg.locator("[data-testid='stAlert']").all_inner_texts()
+        raise AssertionError(f"no refusal naming {name} within {timeout / 1000:.0f} s; alerts shown: {shown}") from None
+    _settle(pg, timeout)
+    return alert.first.inner_text()
 
 
 def _replace_uploads_payload(pg, payloads: list[dict]) -> None:
@@ -362,8 +379,7 @@ def test_refused_uploads_release_their_memory(page):
     for i in range(3):
         _replace_uploads_payload(page, [{"name": f"zeros_{i}.npz", "mimeType": "application/octet-stream",
                                          "buffer": zeros}])
-        page.get_by_text("This input can't be used.").first.wait_for(timeout=300_000)
-        _settle(page, 300_000)
+        _refusal_of(page, f"zeros_{i}.npz", 300_000)
         peak = max(peak, _rss_mb(pid))
         _no_exception(page)
     _replace_uploads_payload(page, [])
@@ -379,21 +395,9 @@ def test_split_selector_and_training_page_on_the_training_demo(page):
     (the command line's --split), and the Training page draws the checkpoints."""
     _wait_text(page, "Summary (CSV)")
     page.get_by_text("Demo: a training run", exact=False).first.click()
-    split_box = page.locator("[data-testid='stSelectbox']").filter(has_text="Split")
-    split_box.wait_for(timeout=180_000)
-    _settle(page)
-    for attempt in range(3):  # the list may close again if the page reruns as it opens
-        split_box.locator("[role='combobox'], input").first.click()
-        try:
-            page.get_by_role("option", name="split: test_unseen").click(timeout=15_000)
-            break
-        except playwright.TimeoutError:
-            if attempt == 2:
-                raise
-            _settle(page)
-    _settle(page)
+    _choose(page, "Split", "split: test_unseen")  # the box appears once the training demo is loaded
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
-                           ".some(e => e.textContent.trim() === '533')", timeout=180_000)
+                           ".some(e => e.textContent.trim() === '533')", timeout=STEP)
     _no_exception(page)
     _shot(page, "overview_training_test_unseen")
     # the pages follow the split: each opens on the split's 533 items without an error
@@ -405,11 +409,11 @@ def test_split_selector_and_training_page_on_the_training_demo(page):
         assert page.locator("[data-testid='stAlert']").filter(has_text="can't").count() == 0
         _shot(page, f"{link.split()[0].lower()}_training_test_unseen")
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
-                           ".some(e => e.textContent.trim() === '533')", timeout=180_000)
+                           ".some(e => e.textContent.trim() === '533')", timeout=STEP)
     page.get_by_role("link", name="Training").click()
     _wait_text(page, "Best against last checkpoint")
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
-                           timeout=180_000)
+                           timeout=STEP)
     page.wait_for_timeout(1500)  # let plotly finish drawing
     _no_exception(page)
     assert page.get_by_text("Checkpoints over training").count() >= 1
@@ -434,9 +438,7 @@ def test_a_png_renamed_npz_and_a_huge_header_get_their_own_messages(page):
     for name, data, expected in (("photo.npz", b"\x89PNG\r\n\x1a\n" + bytes(200), "PNG image"),
                                  ("huge.npz", huge.getvalue(), "(10000000, 10000)")):
         _replace_uploads_payload(page, [{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
-        page.get_by_text("This input can't be used.").first.wait_for(timeout=60_000)
-        _settle(page)
-        alert = page.locator("[data-testid='stAlert']").first.inner_text()
+        alert = _refusal_of(page, name)
         assert expected in alert and "object array" not in alert, alert
         _no_exception(page)
 
@@ -458,7 +460,7 @@ def test_page_loads_request_nothing_but_this_server(server, browser):
                            ("Similarity histograms", "Positive and negative pair similarities")):
             pg.get_by_role("link", name=link).click()
             _wait_text(pg, text)
-            pg.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=180_000)
+            pg.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=STEP)
             _no_exception(pg)
         pg.reload()  # a fresh load of a page other than the first: its favicon and fonts again
         _wait_text(pg, "Positive and negative pair similarities")
@@ -488,7 +490,7 @@ def test_an_npy_uploaded_with_its_labels_file_evaluates(page, tmp_path):
     _upload(page, tmp_path / "d_100k.npy", tmp_path / "d_100k_labels.npy")
     _wait_text(page, "Source: d_100k.npy ·")
     _no_exception(page)
-    page.get_by_text("labels of d_100k.npy: d_100k_labels.npy (paired by name)").first.wait_for(timeout=30_000)
+    page.get_by_text("labels of d_100k.npy: d_100k_labels.npy (paired by name)").first.wait_for(timeout=STEP)
     got = _summary_csv(page).set_index("method")["mAP"]
     ref = _cli_map([str(tmp_path / "d_100k.npy"), "--labels", str(tmp_path / "labels.txt")])  # explicit labels
     assert list(got.index) == ["d_100k"] and got["d_100k"] == pytest.approx(ref["d_100k"], abs=1e-12)
@@ -496,7 +498,7 @@ def test_an_npy_uploaded_with_its_labels_file_evaluates(page, tmp_path):
     np.save(tmp_path / "other.npy", X[:, :3])
     np.save(tmp_path / "y.npy", y)
     _replace_uploads(page, tmp_path / "d_100k.npy", tmp_path / "other.npy", tmp_path / "y.npy")
-    page.get_by_text("could be the labels of").first.wait_for(timeout=60_000)
+    page.get_by_text("could be the labels of").first.wait_for(timeout=STEP)
     _settle(page)
     _no_exception(page)
 
@@ -518,19 +520,23 @@ def _shot_from(pg, text: str, name: str) -> None:
 
 
 def _choose(pg, label: str, option: str) -> None:
-    """Pick ``option`` in the selectbox labelled ``label`` (the list may close again if the page
-    reruns as it opens: retried)."""
+    """Pick ``option`` in the selectbox labelled ``label``, done when the box shows it once the page
+    has run. Retried: the list may close again if the page reruns as it opens, and a rerun that was
+    under way when the option was clicked (a loading data set) may put the old value back."""
     box = pg.locator("[data-testid='stSelectbox']").filter(has_text=label)
+    combo = box.locator("input[role='combobox']")
+    combo.wait_for(timeout=STEP)
     for attempt in range(3):
-        box.locator("[role='combobox'], input").first.click()
         try:
+            combo.click()
             pg.get_by_role("option", name=option).click(timeout=15_000)
-            break
-        except playwright.TimeoutError:
+            _settle(pg)
+            expect(combo).to_have_value(option, timeout=15_000)
+            return
+        except (playwright.TimeoutError, AssertionError):
             if attempt == 2:
                 raise
             _settle(pg)
-    _settle(pg)
 
 
 def test_runs_demo_shows_the_design_the_runs_the_family_tests_and_the_seed_bands(server, browser):

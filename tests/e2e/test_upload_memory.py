@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ..helpers import zip_bomb
-from .test_browser import ARGS, CHROMIUM, _rss_mb, _settle, _wait_text, playwright, serve
+from .test_browser import ARGS, CHROMIUM, STEP, _rss_mb, _settle, _wait_text, playwright, serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.slow]
 
@@ -129,7 +129,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(browser):
         start = _settled_rss(pid)
         with _Peak(pid) as peak:
             pg.locator("input[type='file']").set_input_files([_payload("bomb.npz", bomb)])
-            pg.get_by_text("This input can't be used.").first.wait_for(timeout=120_000)
+            pg.get_by_text("This input can't be used.").first.wait_for(timeout=STEP)
             _settle(pg)
         alert = _alert(pg)
         print(f"\nzip bomb: server RSS start {start:.0f} MB, peak {peak.mb:.0f} MB")

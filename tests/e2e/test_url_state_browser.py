@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .test_browser import _choose, _data_input, _no_exception, _settle, _shot, _wait_text, browser, server  # noqa: F401
+from .test_browser import STEP, _choose, _data_input, _no_exception, _settle, _shot, _wait_text, browser, server  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -88,7 +88,7 @@ def test_a_reload_and_the_copied_link_keep_the_view_and_an_upload(server, browse
     pg.get_by_text("Upload files").click()
     _data_input(pg).set_input_files([str(path)])
     _wait_text(pg, "Precision-recall bands")
-    pg.wait_for_function("() => location.search.includes('upload=')", timeout=60_000)
+    pg.wait_for_function("() => location.search.includes('upload=')", timeout=STEP)
     uploaded = pg.url
     pg.reload()
     _wait_text(pg, "Restored from this server's memory")

@@ -29,7 +29,7 @@ PACKAGE = ROOT / "analysis_core"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("analysis_core", "analysis_core.errors", "analysis_core.options", "analysis_core.extras",
                     "analysis_core.methods", "analysis_core.provenance", "analysis_core.numerics",
-                    "analysis_core.number_format", "analysis_core.design")),
+                    "analysis_core.number_format", "analysis_core.demo", "analysis_core.design")),
     ("io", ("analysis_core.io", "analysis_core.io.")),
     ("metrics", ("analysis_core.metrics", "analysis_core.metrics.")),
     ("engine", ("analysis_core.engine", "analysis_core.engine.")),

@@ -53,11 +53,11 @@ def _imported_modules(folders: list[Path]) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_every_required_dependency_is_imported_by_the_package_or_the_dashboard():
-    imported = _imported_modules([ROOT / "analysis_core", ROOT / "dashboard"])
+    imported = _imported_modules([ROOT / "analysis_core", ROOT / "analysis_core_dashboard"])
     required = [_distribution(r) for r in PYPROJECT["project"]["dependencies"]]
     assert required, "no required dependencies parsed"
     unused = {d: sorted(_import_names(d)) for d in required if not _import_names(d) & set(imported)}
-    assert not unused, f"required but imported by no module of analysis_core/ or dashboard/: {unused}"
+    assert not unused, f"required but imported by no module of analysis_core/ or analysis_core_dashboard/: {unused}"
 
 
 def test_the_import_scan_sees_lazy_imports():

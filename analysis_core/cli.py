@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m analysis_core", formatter_class=_Formatter,
                 description="Tie-aware, deterministic evaluation of embedding retrieval and its variability "
                             "(installed as the analysis-core command too).",
-                epilog="examples (from any folder):\n"
+                epilog="examples:\n"
                        "  python -m analysis_core demo   (lists the bundled demo sets)\n"
                        "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
                        "  python -m analysis_core check digits.npz\n"

@@ -102,3 +102,20 @@ def test_licence_citation_changelog_and_metadata():
     assert cff["cff-version"] == "1.2.0"
     assert {"message", "title", "authors"} <= set(cff) and cff["license"] == "BSD-3-Clause"
     assert all("name" in a or "family-names" in a for a in cff["authors"])
+
+
+def test_project_urls_and_a_long_description_without_relative_links():
+    """A package index shows the README with no base URL: every link in the long description is
+    absolute (setup.py makes the README's relative links point into the repository)."""
+    urls = PYPROJECT["project"]["urls"]
+    assert {"Homepage", "Repository", "Documentation", "Issues", "Changelog"} <= set(urls)
+    assert all(u.startswith("https://") for u in urls.values())
+    assert "readme" in PYPROJECT["project"]["dynamic"] and "readme" not in PYPROJECT["project"]
+    namespace = {"__file__": str(ROOT / "setup.py")}
+    exec((ROOT / "setup.py").read_text().split("\nsetup(\n")[0], namespace)  # its definitions, not setup()
+    text = namespace["long_description"]()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links and all(link.startswith(("https://", "#")) for link in links), links
+    assert f"]({urls['Repository']}/blob/main/docs/user-guide.md#dashboard)" in text
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"\]\(([^)\s]+)\)", readme)) == len(links)  # no link lost

@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE :=
 $(VPY):
 	$(PY) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(VPY)
+$(STAMP): pyproject.toml setup.py | $(VPY)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
@@ -45,7 +45,7 @@ system-deps: export-deps
 	else echo "note: not root: texlive and poppler-utils must already be installed, else those tests skip"; fi
 
 run: $(STAMP) export-deps
-	$(VPY) -m streamlit run dashboard/app.py --server.address 127.0.0.1
+	$(VPY) -m analysis_core dashboard
 
 # over JOBS processes (pytest-xdist): each test goes to the next free worker, except that the tests
 # of one xdist_group (a file's browser tests sharing one streamlit server, AppTest files sharing a
@@ -69,7 +69,7 @@ demo: $(STAMP)
 	$(VPY) demo_data/make_demo_data.py
 
 lint: $(STAMP)
-	$(VPY) -m ruff check analysis_core dashboard tests benchmarks demo_data
+	$(VPY) -m ruff check analysis_core analysis_core_dashboard tests benchmarks demo_data
 
 $(BENCHV)/.installed: pyproject.toml
 	$(PY) -m venv $(BENCHV)

@@ -18,8 +18,8 @@ from analysis_core.stats.mixed_model import mixed_model
 from analysis_core.stats.paired_tests import paired_tests
 from analysis_core.stats.permutation import sign_flip_p_values
 from analysis_core.stats.run_mixed_model import RunMixedModelResult
-from dashboard.jobs import Store
-from dashboard.uploads import Ledger, dataset_bytes
+from analysis_core_dashboard.jobs import Store
+from analysis_core_dashboard.uploads import Ledger, dataset_bytes
 
 analysis_core.__getattr__  # PEP 562: Python calls it for the lazily imported public names
 analysis_core.__dir__  # PEP 562: dir(analysis_core) lists the lazy names too
@@ -42,7 +42,7 @@ sign_flip_p_values  # the test's definition for one matrix (sign_flip_p_values_m
 
 Store.computed  # computations finished: read by tests/app/test_cache.py (what an interaction recomputed)
 Store.background_running  # a page's background work: tests/app/conftest.py settle, benchmarks/bench_dashboard.py
-Histogram().marker.color  # dashboard/views/ties.py sets it on a plotly trace: plotly reads it
+Histogram().marker.color  # analysis_core_dashboard/views/ties.py sets it on a plotly trace: plotly reads it
 Exception().__traceback__, Exception().__context__, Exception().__cause__  # jobs.py: a kept error drops frames
 
 Evaluation.family_tests  # public API (SPEC §8, issue 27): the family comparisons frame, tests/core/test_runs.py

@@ -1,4 +1,4 @@
-"""Command line: ``analysis-core check|evaluate|report`` (also ``python -m analysis_core``; see
+"""Command line: ``analysis-core check|evaluate|report|demo|dashboard`` (also ``python -m analysis_core``; see
 docs/user-guide.md, "Command line").
 
 Exit codes: 0 success, 2 bad input or usage or a missing optional extra (one-paragraph message
@@ -19,11 +19,13 @@ from typing import NoReturn
 import numpy as np
 
 from . import __version__
+from .demo import DEMOS
 from .engine.layout import PRECISIONS
 from .errors import ComputeError, InputError
 from .export.tables import json_text, write_per_query
 from .extras import DISTRIBUTION, EXTRAS, install_command
 from .io import SIMILARITIES, Dataset, load_files, validate
+from .serve import LOCAL, PORT, UPLOAD_MB
 
 EXIT_CODES = """exit codes:
   0  success
@@ -280,6 +282,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    if args.name is None:
+        print(demo.listing())
+        print(f"\nwrite one into a folder: {demo.COMMAND} NAME --out DIR (default: this folder)")
+        return 0
+    written = demo.write(args.name, args.out)
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from .serve import run
+
+    return run(args.files, address=args.address, port=args.port, upload_mb=args.upload_mb)
+
+
 def _add_precision_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
                    help="dtype of the similarities: float32 (default) or float64, for float64 embeddings whose "
@@ -302,9 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m analysis_core", formatter_class=_Formatter,
                 description="Tie-aware, deterministic evaluation of embedding retrieval and its variability "
                             "(installed as the analysis-core command too).",
-                epilog="examples:\n  python -m analysis_core check demo_data/digits.npz\n"
-                       "  python -m analysis_core evaluate demo_data/digits.npz --out results\n"
-                       "  python -m analysis_core report demo_data/training.npz --out report\n"
+                epilog="examples:\n"
+                       "  python -m analysis_core demo   (lists the bundled demo sets)\n"
+                       "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                       "  python -m analysis_core check digits.npz\n"
+                       "  python -m analysis_core evaluate digits.npz --out results\n"
+                       "  python -m analysis_core report digits.npz --out report --format ''\n"
+                       "  python -m analysis_core dashboard digits.npz\n"
                        "  python -m analysis_core COMMAND --help\n\n" + EXIT_CODES)
     p.add_argument("--version", action="version", version=f"{DISTRIBUTION} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -314,12 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=_Formatter, epilog=f"examples:\n{examples}\n\n{EXIT_CODES}")
 
     c = command("check", "validate input files; exit 0 if usable, 2 if not",
-                "  python -m analysis_core check demo_data/digits.npz\n"
+                "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                "  python -m analysis_core check digits.npz\n"
                 "  python -m analysis_core check embeddings.npy --labels labels.txt")
     _add_input_args(c)
     c.set_defaults(func=cmd_check)
     e = command("evaluate", "per-query metrics and the summary (summary.json, per_query.csv/.parquet)",
-                "  python -m analysis_core evaluate demo_data/digits.npz --out results\n"
+                "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                "  python -m analysis_core evaluate digits.npz --out results\n"
                 "  python -m analysis_core evaluate a.npz b.npz --k 1,5,10 --group-size 10 --seed 1 --quiet")
     _add_input_args(e)
     e.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k, e.g. 1,2,4,8")
@@ -339,12 +365,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)
     r = command("report", "everything for a paper: summary, tables (CSV + LaTeX), figures",
-                "  python -m analysis_core report demo_data/training.npz --out report\n"
-                "  python -m analysis_core report demo_data/digits.npz --out report --format pdf,png --style single\n"
-                "  python -m analysis_core report demo_data/digits.npz --out report --format ''   (no figures: "
+                "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                "  python -m analysis_core report digits.npz --out report --format ''   (no figures: "
                 "no export extra needed)\n"
-                "  python -m analysis_core report demo_data/digits_runs.npz --out report --select-on test_seen "
-                "--report-on test_unseen   (replicate runs: checkpoints chosen on one split, reported on another)")
+                "  python -m analysis_core report digits.npz --out report --format pdf,png --style single\n"
+                "  python -m analysis_core demo training\n"
+                "  python -m analysis_core report training.npz --out report\n"
+                "  python -m analysis_core demo digits_runs   (writes digits_runs.npz and digits_runs_design.csv)\n"
+                "  python -m analysis_core report digits_runs.npz --design digits_runs_design.csv --out report "
+                "--select-on test_seen --report-on test_unseen   (replicate runs: checkpoints chosen on one split, "
+                "reported on another)")
     _add_input_args(r)
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--k", type=_ks, default=(1, 2, 4, 8), help="cutoffs for Recall@K and P@k")
@@ -384,6 +414,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scale_args(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_report)
+    d = command("demo", "list the bundled demo sets, or write one (with its design table) into a folder",
+                "  python -m analysis_core demo\n"
+                "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                "  python -m analysis_core demo digits_runs --out data   (data/digits_runs.npz and "
+                "data/digits_runs_design.csv)")
+    d.add_argument("name", nargs="?", choices=tuple(DEMOS), metavar="NAME",
+                   help=f"the demo set: {', '.join(DEMOS)} (none: list them)")
+    d.add_argument("--out", default=".", help="folder to write into (made if missing)")
+    d.set_defaults(func=cmd_demo)
+    s = command("dashboard", "start the browser dashboard (this machine only unless --address says otherwise)",
+                "  python -m analysis_core dashboard   (opens on the bundled demo data: http://127.0.0.1:8501)\n"
+                "  python -m analysis_core demo digits   (writes digits.npz into this folder)\n"
+                "  python -m analysis_core dashboard digits.npz --port 8600\n"
+                "  python -m analysis_core dashboard --address 0.0.0.0 --upload-mb 500   (every interface: "
+                "anyone who reaches the machine can use it)")
+    s.add_argument("files", nargs="*", metavar="FILE",
+                   help="files of one folder to open (several = several methods); their folder's other files are "
+                        "offered in the sidebar (default: the demo sets and uploads only)")
+    s.add_argument("--port", type=_number(int, lambda v: 1 <= v <= 65535, "a port in 1-65535"), default=PORT,
+                   help="TCP port")
+    s.add_argument("--address", default=LOCAL,
+                   help="address to listen on: 127.0.0.1 is this machine only; another (0.0.0.0: every interface) "
+                        "lets anyone who reaches it use the dashboard, with a warning")
+    s.add_argument("--upload-mb", type=_positive, default=UPLOAD_MB, metavar="N",
+                   help="largest file the browser may upload, in MB")
+    s.set_defaults(func=cmd_dashboard)
     return p
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from .demo import missing_file_fix
 from .errors import InputError
 from .methods import checkpoint_of, natural_key
 
@@ -271,8 +272,8 @@ def read_csv(path: str | Path | IO[bytes], name: str | None = None) -> pd.DataFr
     try:
         return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except FileNotFoundError:
-        raise InputError(where, "design file not found.", "give the path of a CSV file with columns "
-                         "method,family,run,step.") from None
+        raise InputError(where, "design file not found.", missing_file_fix(where) or "give the path of a CSV file "
+                         "with columns method,family,run,step.") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(where, f"cannot read the design table as CSV ({exc}).",
                          "write it as a CSV file with a header line method,family,run,step.") from None

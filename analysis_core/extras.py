@@ -9,6 +9,7 @@ figure export needs the ``export`` extra (kaleido, which drives Chromium), a Das
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from .errors import InputError
@@ -35,11 +36,22 @@ def install_command(extra: str) -> str:
 
 def require(extra: str) -> list[ModuleType]:
     """Import the modules of ``extra``, or raise :class:`InputError` naming the extra to install."""
-    what, modules, otherwise = EXTRAS[extra]
+    modules = EXTRAS[extra][1]
     try:
         return [importlib.import_module(m) for m in modules]
     except ImportError as exc:
-        missing = getattr(exc, "name", None) or str(exc)
-        raise InputError(what, f"needs the optional package '{missing}', which is not installed.",
-                         f"install the '{extra}' extra: {install_command(extra)} (from a checkout: pip install "
-                         f"'.[{extra}]')" + (f", {otherwise}." if otherwise else ".")) from None
+        raise _missing(extra, getattr(exc, "name", None) or str(exc)) from None
+
+
+def require_installed(extra: str) -> None:
+    """Like :func:`require`, without importing the modules (another process will run them)."""
+    missing = next((m for m in EXTRAS[extra][1] if importlib.util.find_spec(m) is None), None)
+    if missing is not None:
+        raise _missing(extra, missing)
+
+
+def _missing(extra: str, module: str) -> InputError:
+    what, _, otherwise = EXTRAS[extra]
+    return InputError(what, f"needs the optional package '{module}', which is not installed.",
+                      f"install the '{extra}' extra: {install_command(extra)} (from a checkout: pip install "
+                      f"'.[{extra}]')" + (f", {otherwise}." if otherwise else "."))

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[1] / "analysis_core_dashboard" / "app.py")
 MEDIAN_S, MAX_S = 1.0, 2.0
 ISSUE30_MEDIAN_S = 2.0  # issue 30: every control of a 100 000 x 768 upload
 N_UPLOAD, D_UPLOAD, C_UPLOAD = 30_000, 128, 300
@@ -100,7 +100,7 @@ def idle_then(change: Callable[[AppTest], object]) -> Callable[[AppTest], object
     """``change`` after the server's background guesses have finished (a user looking at the
     page; at most IDLE_LIMIT_S): the wait is not timed, and is printed."""
     def wait_then(at: AppTest):
-        from dashboard import cache
+        from analysis_core_dashboard import cache
 
         t = time.perf_counter()
         while cache.STORE._running and time.perf_counter() - t < IDLE_LIMIT_S:
@@ -115,7 +115,7 @@ def background_done(at: AppTest) -> None:
     """No change: wait for what the page started in the background (a method's class-count
     sweep, shown with its progress while the controls answer), then the page's rerun draws it —
     timed as a whole (``timed_whole``): the time from this row's start until the sweep is drawn."""
-    from dashboard import cache
+    from analysis_core_dashboard import cache
 
     t = time.perf_counter()
     while cache.STORE.background_running() and time.perf_counter() - t < IDLE_LIMIT_S:
@@ -245,7 +245,7 @@ def bench(name: str, upload: bytes | None, pages: list[str], rows: list[tuple], 
         first = timed(at, lambda at: None)
         print(f"[{name}] {page}: first pass {first:.2f} s", flush=True)
         rows.append((name, page, "(first pass)", first, first, None))
-        from dashboard import cache
+        from analysis_core_dashboard import cache
 
         if cache.STORE.background_running():  # the Class count sweep: started, drawn when done
             drawn = timed(at, background_done)

@@ -99,7 +99,8 @@ def in_browser(methods: dict[str, np.ndarray], codes: np.ndarray) -> None:
         np.savez(path, labels=codes, **{f"embeddings_{m}": X for m, X in methods.items()})
         size_mb = path.stat().st_size / 1e6
         port = _free_port()
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
+        app = str(ROOT / "analysis_core_dashboard" / "app.py")
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", app,
                                    "--server.port", str(port), "--server.headless", "true"],
                                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

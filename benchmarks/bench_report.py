@@ -5,7 +5,7 @@ Usage: ``python benchmarks/bench_report.py [--repeats N] [--skip-figures] [--onl
 
 ``report`` is what ``python -m analysis_core report demo_data/training.npz --by-split --out DIR``
 does (PDF figures); the archive is what the dashboard's "Prepare the archive" button does
-(:func:`dashboard.components.archive_bytes`: the report of the whole-file evaluation with PDF, SVG
+(:func:`analysis_core_dashboard.components.archive_bytes`: the report of the whole-file evaluation with PDF, SVG
 and PNG figures, zipped). Both run in this process after a warm-up evaluation (numba's cached
 kernels loaded, Chromium started), as in a long-lived dashboard; each is measured ``--repeats``
 times and the best is printed. As in both, figures are rendered in the background while the
@@ -169,7 +169,7 @@ def main() -> None:
                [_run("report", report) for _ in range(args.repeats)])
 
     if args.only in (None, "archive"):
-        from dashboard.components import archive_bytes
+        from analysis_core_dashboard.components import archive_bytes
 
         formats = () if args.skip_figures else ("pdf", "svg", "png")
 

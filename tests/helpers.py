@@ -89,3 +89,60 @@ def p_cells(tex: str) -> list[str]:
             row = [c.strip() for c in line.removesuffix(r"\\").split(" & ")]
             cells += [row[i] for i in idx]
     return cells
+
+
+def listening(port: int) -> set[str]:
+    """The local addresses of the sockets listening on TCP ``port`` (from /proc/net, as ``ss -ltn``)."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:
+                continue
+            raw = bytes.fromhex(address)
+            if width == 8:
+                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+            else:  # four little-endian 32-bit words
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                found.add(socket.inet_ntop(socket.AF_INET6, words))
+    return found
+
+
+def serves_localhost_with_settings(proc: subprocess.Popen, port: int, log: Path, upload_mb: int) -> None:
+    """``analysis-core dashboard --port port --upload-mb upload_mb`` (``proc``, its output in ``log``)
+    answers HTTP 200 on 127.0.0.1, listens there only, and runs streamlit with every setting."""
+    import time
+    import urllib.request
+
+    status, deadline = None, time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                status = r.status
+                break
+        except OSError:
+            time.sleep(0.5)
+    assert status == 200, log.read_text()[-3000:]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+        assert r.read() == b"ok"
+    assert listening(port) == {"127.0.0.1"}  # no 0.0.0.0, no ::
+    # the launcher became the server (exec): its command line holds every setting
+    argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode().split("\0")
+    settings = dict(zip(argv, argv[1:], strict=False))
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("analysis_core_dashboard/app.py")
+    assert settings["--server.address"] == "127.0.0.1" and settings["--server.port"] == str(port)
+    assert settings["--server.maxUploadSize"] == str(upload_mb)
+    assert settings["--client.showErrorDetails"] == "none"
+    assert settings["--browser.gatherUsageStats"] == "false" and settings["--server.headless"] == "true"
+
+
+def said_only_local(output: str, port: int) -> None:
+    """The server's output names its local URL, no network URL and no usage statistics."""
+    assert f"http://127.0.0.1:{port}" in output
+    assert "Network URL" not in output and "External URL" not in output, output
+    assert "usage statistics" not in output.lower(), output

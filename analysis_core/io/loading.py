@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..demo import missing_file_fix
 from ..errors import InputError
 from .checks import OPTIONAL_COLUMNS, check_classes, check_embeddings, check_labels, check_optional, row_list
 from .dataset import Dataset
@@ -124,7 +125,7 @@ def load_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     def checked(p: str | os.PathLike[str]) -> tuple[str, Path]:
         p = Path(p)
         if not p.exists():
-            raise InputError(str(p), "no such file.", "check the path.")
+            raise InputError(str(p), "no such file.", missing_file_fix(p) or "check the path.")
         if p.is_dir():
             raise InputError(str(p), "is a directory.", "give a file.")
         return str(p), p

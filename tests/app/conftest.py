@@ -7,12 +7,12 @@ import time
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 
-from dashboard import cache, state
+from analysis_core_dashboard import cache, state
 
 
 def settle(at, timeout: float = 600.0):
     """What a user sees once the page's background work has finished: wait for what the page
-    started without waiting (the Class count sweep, :meth:`dashboard.jobs.Store.start`), then
+    started without waiting (the Class count sweep, :meth:`analysis_core_dashboard.jobs.Store.start`), then
     rerun it as its polling fragment does. Unchanged (no rerun) when nothing was started or shown
     as running."""
     pending = any(c.value == "The controls above stay usable meanwhile." for c in at.main.caption)

@@ -21,7 +21,7 @@ from analysis_core.export.figures import INSTALL_COMMAND, FigureStyle
 from tests.app.conftest import settle
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 PAGES = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
          "views/histograms.py", "views/class_count.py", "views/ties.py", "views/confidence.py",
          "views/generalization.py", "views/embedding_map.py"]
@@ -179,7 +179,7 @@ def test_moving_the_recall_points_slider_recomputes_bands_not_the_evaluation():
     import pandas as pd
 
     from analysis_core.stats.bands import pr_bands
-    from dashboard import cache
+    from analysis_core_dashboard import cache
 
     at = _open("digits", "views/pr_bands.py")
 
@@ -208,7 +208,7 @@ def test_class_count_on_a_large_upload_samples_queries_says_so_and_gives_the_exa
     cache.SAMPLE_QUERIES queries: the page's numbers are the core's evaluate with that query
     sample, the caption gives the sample and the intervals, the sweep's sampled points are named;
     "Every query" gives the exact evaluation."""
-    from dashboard import cache
+    from analysis_core_dashboard import cache
 
     rng = np.random.default_rng(5)
     n, n_classes = cache.EXACT_ITEMS + 1500, 60
@@ -275,7 +275,7 @@ def test_the_simultaneous_band_at_alpha_0_001_uses_the_resamples_that_level_need
     2 000 (with those its quantile's level would fall short by ~α/2): the page renders it, and its
     band is the core's pr_bands at that α (the same resamples, the same seed), wider than at α = 0.05."""
     from analysis_core.stats.bands import bootstrap_resamples, pr_bands
-    from dashboard import cache
+    from analysis_core_dashboard import cache
 
     assert bootstrap_resamples(None, 0.001) == 9979
     at = _open("digits", "views/pr_bands.py")

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis_core import InputError, evaluate, load_files
 from analysis_core.stats.bands import pr_bands
-from dashboard import cache, jobs
+from analysis_core_dashboard import cache, jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 2**20
@@ -157,7 +157,7 @@ def test_the_token_covers_every_setting():
 
 def test_the_bands_page_follows_the_query_sample():
     """The PR-band bug: with a 300-query sample the page showed the full run's bands."""
-    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "analysis_core_dashboard" / "app.py"), default_timeout=300).run()
     at.switch_page("views/pr_bands.py").run()
     assert any("n = 1,797" in c.value for c in at.caption)
     at.number_input(key="query_sample").set_value(300).run()
@@ -351,7 +351,7 @@ def test_results_start_every_missing_computation_before_waiting_and_return_store
 
 
 def test_the_class_count_page_has_the_other_methods_ready_when_the_method_changes():
-    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "analysis_core_dashboard" / "app.py"), default_timeout=300).run()
     at.radio(key="data_source").set_value("many_classes").run()
     from tests.app.conftest import settle
 
@@ -575,7 +575,7 @@ def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
     sidebar's cutoffs K, α and unit of inference, on the Overview, Statistics, Training and PR
     bands pages, run no pass (nor does opening the PR bands page: its curves are the Overview's
     pass's)."""
-    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "analysis_core_dashboard" / "app.py"), default_timeout=300).run()
     at.radio(key="data_source").set_value("digits").run()
     assert not at.exception and not at.error
     assert any("unit: class" in h.value for h in at.subheader)
@@ -665,7 +665,7 @@ def test_the_class_count_sweep_runs_in_the_background_while_the_controls_answer(
         return real(*args, **kw)
 
     monkeypatch.setattr(cache, "class_count_sweep", held)
-    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "analysis_core_dashboard" / "app.py"), default_timeout=300).run()
     at.radio(key="data_source").set_value("many_classes").run()
     at.switch_page("views/class_count.py").run()
     assert not at.exception and not at.error

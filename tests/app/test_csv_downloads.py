@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import state
+from analysis_core_dashboard import state
 from tests.app.conftest import spy_downloads
 from tests.core.test_spreadsheet_safe import LABELS, METHODS, _formula_cells
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 
 
 def _formulas_npz() -> bytes:
@@ -64,6 +64,6 @@ def test_no_csv_download_has_a_formula_cell(csv_downloads):
 
 def test_the_dashboard_writes_csv_only_through_csv_text():
     """No page formats a CSV by itself (pandas' ``to_csv`` would skip the neutralisation)."""
-    sources = {p: p.read_text() for p in (ROOT / "dashboard").rglob("*.py")}
+    sources = {p: p.read_text() for p in (ROOT / "analysis_core_dashboard").rglob("*.py")}
     assert not [p for p, s in sources.items() if re.search(r"\.to_csv\(|csv\.writer", s)]
     assert any("csv_text(" in s for s in sources.values())

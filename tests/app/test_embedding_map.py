@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from analysis_core import evaluate, load_files
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 PAGE = "views/embedding_map.py"
 
 

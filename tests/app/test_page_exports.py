@@ -22,7 +22,7 @@ from tests.app.conftest import settle, spy_downloads
 from ..helpers import P_CELL, compile_two_column, p_cells
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 PAGES = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
          "views/histograms.py", "views/class_count.py", "views/ties.py", "views/confidence.py",
          "views/generalization.py"]

@@ -19,10 +19,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate, load_files
-from dashboard import cache
+from analysis_core_dashboard import cache
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 DEMO = ROOT / "demo_data" / "digits_runs.npz"
 SPLITS = ("test_seen", "test_unseen", "train")
 FAMILIES = ["multisim", "proxyanchor", "triplet"]
@@ -272,7 +272,7 @@ def test_an_unedited_table_is_the_names_design_even_without_family_names():
     unedited table is that design, and an edit that leaves a family empty is a message."""
     from analysis_core import InputError
     from analysis_core.design import Design
-    from dashboard.design import resolve, text_table
+    from analysis_core_dashboard.design import resolve, text_table
 
     methods = ["epoch_3", "epoch_10"]
     table = text_table(Design.from_names(methods))

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 pytestmark = pytest.mark.dask
 pytest.importorskip("distributed")
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "analysis_core_dashboard" / "app.py")
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import cache, state
+from analysis_core_dashboard import cache, state
 from tests.app.conftest import settle
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 COMMON = ["views/overview.py", "views/per_query.py", "views/pr_bands.py", "views/statistics.py",
           "views/histograms.py", "views/class_count.py", "views/ties.py", "views/embedding_map.py"]
 

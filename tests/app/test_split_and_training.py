@@ -17,7 +17,7 @@ from analysis_core.stats.variability import ap_frame, metric_frame
 from ..helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 SPLIT = "test_unseen"
 
 

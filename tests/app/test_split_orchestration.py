@@ -10,8 +10,8 @@ import pandas as pd
 from analysis_core import load_files
 from analysis_core.evaluation import evaluate
 from analysis_core.report import Report, _split_evaluations
-from dashboard import cache
-from dashboard.views.common import split_evaluations
+from analysis_core_dashboard import cache
+from analysis_core_dashboard.views.common import split_evaluations
 
 ROOT = Path(__file__).resolve().parents[2]
 

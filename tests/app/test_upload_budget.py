@@ -1,4 +1,4 @@
-"""The server's upload budget (dashboard/uploads.py): every session's data together (Streamlit's
+"""The server's upload budget (analysis_core_dashboard/uploads.py): every session's data together (Streamlit's
 upload store, the datasets, the working copies kept for their evaluation), counted from the headers
 before anything is inflated and until the data are freed; stored datasets nobody holds make room;
 concurrent loads and receipts never exceed it together; what it refuses is given back."""
@@ -16,7 +16,7 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRec
 
 from analysis_core import InputError
-from dashboard import cache, uploads
+from analysis_core_dashboard import cache, uploads
 
 MB = 2**20
 N, D = 2000, 1000

@@ -9,10 +9,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analysis_core import evaluate
-from dashboard import state
+from analysis_core_dashboard import state
 from tests.core.test_label_pairing import EMB_X, EMB_Z, LAB_NPY, LAB_TXT, X, Y
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "analysis_core_dashboard" / "app.py")
 
 
 def _open(name: str) -> AppTest:

@@ -1,4 +1,4 @@
-"""The view in the URL (dashboard/url_state.py, kept.py, server_files.py): the link's texts map
+"""The view in the URL (analysis_core_dashboard/url_state.py, kept.py, server_files.py): the link's texts map
 back to the values they were made from, a link's bad values are left out with a note and never a
 traceback, an upload kept for a reload counts in the server's upload budget and goes when it
 expires or room is needed, and a data directory's files open by name only from inside it."""
@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard import cache, kept, server_files, state, uploads, url_state
+from analysis_core_dashboard import cache, kept, server_files, state, uploads, url_state
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
+APP = str(ROOT / "analysis_core_dashboard" / "app.py")
 
 # --------------------------------------------------------------------------- the mapping
 
@@ -320,6 +320,19 @@ def test_files_of_the_data_directory_open_by_name_and_nothing_else(data_dir):
     assert at.session_state[state.DATASET] is not None and len(at.session_state[state.DATASET][1].methods) == 2
     assert "left out: ` ../secret.npz `" in _texts(at)
     assert _link_query(at) == {"files": ["a.npz,sub/b.npz"]}
+
+
+def test_a_server_started_with_files_opens_on_them_unless_the_link_names_other_data(data_dir, monkeypatch):
+    """``analysis-core dashboard a.npz sub/b.npz`` (analysis_core.serve) sets the data directory and
+    the files a session opens on."""
+    monkeypatch.setenv(server_files.OPEN_ENV, "a.npz,sub/b.npz")
+    at = _open({})
+    assert not at.exception
+    assert at.session_state[state.SOURCE] == url_state.SERVER
+    assert at.session_state[state.SERVER_FILES] == ["a.npz", "sub/b.npz"]
+    assert len(at.session_state[state.DATASET][1].methods) == 2
+    demo = _open({"data": "training"})  # a link's data wins
+    assert demo.session_state[state.SOURCE] == "training"
 
 
 def test_a_files_link_on_a_server_without_a_data_directory_says_so(monkeypatch):

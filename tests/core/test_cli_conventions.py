@@ -24,6 +24,8 @@ def _cli(*argv: str, pythonpath: str = str(ROOT), cwd: Path = ROOT) -> subproces
     (("check",), ("(default: cosine)",)),
     (("evaluate",), ("(default: 1,2,4,8)", "(default: 512)", "(default: 0)", "(default: cosine)")),
     (("report",), ("(default: pdf)", "(default: double)", "(default: 0.05)", "(default: 10)", "(default: 300)")),
+    (("demo",), ("(default: .)",)),
+    (("dashboard",), ("(default: 8501)", "(default: 127.0.0.1)", "(default: 2000)")),
 ])
 def test_help_shows_defaults_examples_and_exit_codes(command, defaults):
     run = _cli(*command, "--help")
@@ -38,13 +40,24 @@ def test_help_shows_defaults_examples_and_exit_codes(command, defaults):
         assert line in run.stdout
 
 
-def test_every_documented_example_input_exists():
-    """The examples name the bundled demo files, so they run as printed from the checkout."""
-    for command in ("check", "evaluate", "report"):
-        text = _cli(command, "--help").stdout
-        for word in text.split():
-            if word.startswith("demo_data/"):
-                assert (ROOT / word).is_file(), word
+def test_every_documented_example_runs_from_an_empty_folder_after_its_demo_command():
+    """The examples name demo files that an earlier example of the same help writes
+    (``demo NAME``), so they run as printed from any folder after ``pip install``."""
+    from analysis_core.demo import DEMOS
+
+    demo_files = {f: name for name, d in DEMOS.items() for f in d.files}
+    for command in ("", "check", "evaluate", "report", "demo", "dashboard"):
+        text = _cli(*filter(None, [command]), "--help").stdout
+        examples = text[text.index("examples"):].splitlines()
+        written: set[str] = set()
+        for line in examples:
+            words = line.split()
+            if words[2:4] and words[3] == "demo" and len(words) > 4 and words[4] in DEMOS:
+                written.update(DEMOS[words[4]].files)
+            for word in words:
+                assert "demo_data/" not in word, (command, line)
+                if word in demo_files:
+                    assert word in written, f"{command} --help uses {word} before `demo {demo_files[word]}`"
 
 
 def _shadow(tmp_path: Path, module: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["analysis_core", "dashboard", "vulture_whitelist.py", "--min-confidence", "60"]
+ARGS = ["analysis_core", "analysis_core_dashboard", "vulture_whitelist.py", "--min-confidence", "60"]
 
 
 def _vulture(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -29,7 +29,7 @@ PACKAGE = ROOT / "analysis_core"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("analysis_core", "analysis_core.errors", "analysis_core.options", "analysis_core.extras",
                     "analysis_core.methods", "analysis_core.provenance", "analysis_core.numerics",
-                    "analysis_core.number_format", "analysis_core.design")),
+                    "analysis_core.number_format", "analysis_core.demo", "analysis_core.design")),
     ("io", ("analysis_core.io", "analysis_core.io.")),
     ("metrics", ("analysis_core.metrics", "analysis_core.metrics.")),
     ("engine", ("analysis_core.engine", "analysis_core.engine.")),
@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("figures", ("analysis_core.figures", "analysis_core.figures.")),
     ("export", ("analysis_core.export", "analysis_core.export.")),
     ("report", ("analysis_core.report",)),
-    ("front ends", ("analysis_core.api", "analysis_core.cli", "analysis_core.__main__")),
+    ("front ends", ("analysis_core.api", "analysis_core.serve", "analysis_core.cli", "analysis_core.__main__")),
 ]
 
 
@@ -222,3 +222,16 @@ def test_an_upward_import_is_named():
     assert upward_imports(graph) == [
         "analysis_core.figures.variability (figures) imports analysis_core.export.tables (export)",
         "analysis_core.stats.class_sweep (measurements) imports analysis_core.evaluation (evaluation)"]
+
+
+def test_the_core_imports_neither_streamlit_nor_the_app():
+    """The app sits on the core, never under it: ``analysis-core dashboard`` finds the app with
+    ``importlib.util.find_spec`` and runs it in another program (analysis_core/serve.py)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                      if n.split(".")[0] in ("streamlit", "analysis_core_dashboard")]
+    assert found == []

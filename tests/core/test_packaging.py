@@ -53,11 +53,11 @@ def _imported_modules(folders: list[Path]) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_every_required_dependency_is_imported_by_the_package_or_the_dashboard():
-    imported = _imported_modules([ROOT / "analysis_core", ROOT / "dashboard"])
+    imported = _imported_modules([ROOT / "analysis_core", ROOT / "analysis_core_dashboard"])
     required = [_distribution(r) for r in PYPROJECT["project"]["dependencies"]]
     assert required, "no required dependencies parsed"
     unused = {d: sorted(_import_names(d)) for d in required if not _import_names(d) & set(imported)}
-    assert not unused, f"required but imported by no module of analysis_core/ or dashboard/: {unused}"
+    assert not unused, f"required but imported by no module of analysis_core/ or analysis_core_dashboard/: {unused}"
 
 
 def test_the_import_scan_sees_lazy_imports():
@@ -102,3 +102,20 @@ def test_licence_citation_changelog_and_metadata():
     assert cff["cff-version"] == "1.2.0"
     assert {"message", "title", "authors"} <= set(cff) and cff["license"] == "BSD-3-Clause"
     assert all("name" in a or "family-names" in a for a in cff["authors"])
+
+
+def test_project_urls_and_a_long_description_without_relative_links():
+    """A package index shows the README with no base URL: every link in the long description is
+    absolute (setup.py makes the README's relative links point into the repository)."""
+    urls = PYPROJECT["project"]["urls"]
+    assert {"Homepage", "Repository", "Documentation", "Issues", "Changelog"} <= set(urls)
+    assert all(u.startswith("https://") for u in urls.values())
+    assert "readme" in PYPROJECT["project"]["dynamic"] and "readme" not in PYPROJECT["project"]
+    namespace = {"__file__": str(ROOT / "setup.py")}
+    exec((ROOT / "setup.py").read_text().split("\nsetup(\n")[0], namespace)  # its definitions, not setup()
+    text = namespace["long_description"]()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links and all(link.startswith(("https://", "#")) for link in links), links
+    assert f"]({urls['Repository']}/blob/main/docs/user-guide.md#dashboard)" in text
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"\]\(([^)\s]+)\)", readme)) == len(links)  # no link lost

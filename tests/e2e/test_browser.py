@@ -45,7 +45,7 @@ def serve(**env: str) -> Iterator[tuple[str, int]]:
     """``streamlit run`` the dashboard on a free port with ``env`` added: (its URL, its process id)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "analysis_core_dashboard" / "app.py"),
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -183,7 +183,7 @@ def test_concurrent_sessions_stay_under_the_server_budget(browser, tmp_path):
         assert settled - start <= data_mb + 250 <= budget_mb, (start, settled)
         # Peak (measured +1 180 MB): Streamlit's receipt of both bodies before the budget sees them
         # (+430 MB measured with both refused on receipt), the deep copy of the uploader's value it
-        # hands each script run (closed at once: dashboard/uploads.stored), and the accepted data
+        # hands each script run (closed at once: analysis_core_dashboard/uploads.stored), and the accepted data
         # with its evaluation's two working copies (3 x 240 MB; the load itself adds nothing, its
         # arrays view the file's bytes): within 6 x the data.
         assert peak.mb - start <= 6 * data_mb, (start, peak.mb)

@@ -27,7 +27,7 @@ from analysis_core.export.tables import csv_text, to_latex
 from analysis_core.figures.style import plot_text as _plot_text
 from analysis_core.number_format import display_formats, format_p, is_p_column
 from analysis_core.report import build_report, write_report
-from dashboard import state
+from analysis_core_dashboard import state
 
 ARCHIVE = "_report_archive"  # session state: (settings, ZIP bytes) of the last archive built
 LOG = logging.getLogger("dashboard")

@@ -8,8 +8,8 @@ import streamlit as st
 from analysis_core.figures.generalization import generalization_figure
 from analysis_core.stats.generalization import split_generalization
 from analysis_core.stats.grouped_recall import split_group_size
-from dashboard import components
-from dashboard.views.common import alpha, current, split_evaluations, unit
+from analysis_core_dashboard import components
+from analysis_core_dashboard.views.common import alpha, current, split_evaluations, unit
 
 st.title("Generalization across splits")
 got = current(scored=False)  # compares the splits: the sidebar's split may be any

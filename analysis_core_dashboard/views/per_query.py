@@ -7,8 +7,8 @@ import streamlit as st
 
 from analysis_core.figures.variability import ap_by_class_figure
 from analysis_core.stats.variability import ap_frame, class_summary
-from dashboard import components, url_state
-from dashboard.views.common import current, neighbours
+from analysis_core_dashboard import components, url_state
+from analysis_core_dashboard.views.common import current, neighbours
 
 
 @st.fragment

@@ -1,5 +1,7 @@
 """Files the server can read: an optional data directory (``DASHBOARD_DATA_DIR``, off by default)
-whose files the sidebar offers as a dataset and a link opens by name (``?files=a.npz,b.npz``).
+whose files the sidebar offers as a dataset and a link opens by name (``?files=a.npz,b.npz``). A
+session opened without naming data in its link opens on the files ``DASHBOARD_OPEN_FILES`` names
+(comma-separated, as ``files=``; ``analysis-core dashboard FILE...`` sets both).
 
 Names are paths relative to the directory, written with ``/``. A name is used only when it is one
 the directory lists: no absolute path, no ``..``, nothing a symbolic link leads outside the
@@ -14,11 +16,13 @@ import os
 from pathlib import Path
 
 from analysis_core import InputError
+from analysis_core.io.readers import READERS
 from analysis_core.methods import natural_key
-from dashboard import uploads
+from analysis_core.serve import DATA_DIR_ENV, OPEN_ENV
+from analysis_core_dashboard import uploads
 
-ENV = "DASHBOARD_DATA_DIR"
-SUFFIXES = (".npz", ".npy", ".csv", ".parquet", ".txt")
+ENV = DATA_DIR_ENV
+SUFFIXES = (*READERS, ".txt")  # the loaders' files, and a labels file
 MAX_LISTED = 5_000  # a directory of a million files is not a picker
 
 
@@ -29,6 +33,11 @@ def root() -> Path | None:
         return None
     path = Path(value).expanduser().resolve()
     return path if path.is_dir() else None
+
+
+def opened() -> list[str]:
+    """The files a session opens on when its link names no data (``DASHBOARD_OPEN_FILES``)."""
+    return [n for n in os.environ.get(OPEN_ENV, "").split(",") if n]
 
 
 def listing(base: Path) -> list[str]:

@@ -7,8 +7,8 @@ import streamlit as st
 
 from analysis_core.figures.error_reject import erc_figure
 from analysis_core.stats.error_reject import error_reject_table
-from dashboard import components
-from dashboard.views.common import current
+from analysis_core_dashboard import components
+from analysis_core_dashboard.views.common import current
 
 st.title("Confidence: error against rejection")
 got = current()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis_core.figures.class_sweep import SWEEP_METRICS, sweep_figure
-from dashboard import cache, components
-from dashboard.jobs import Progress
-from dashboard.views.common import alpha, current
+from analysis_core_dashboard import cache, components
+from analysis_core_dashboard.jobs import Progress
+from analysis_core_dashboard.views.common import alpha, current
 
 
 def sweep_size(n_classes: int) -> int:

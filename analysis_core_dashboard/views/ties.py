@@ -7,8 +7,8 @@ import plotly.express as px
 import streamlit as st
 
 from analysis_core.figures.style import PALETTE, apply_layout, base_layout, plot_text, series_look
-from dashboard import components
-from dashboard.views.common import current
+from analysis_core_dashboard import components
+from analysis_core_dashboard.views.common import current
 
 st.title("Ties")
 st.caption("A tie block mixing positives and negatives makes a ranking ambiguous; every metric here is the "

@@ -1,5 +1,5 @@
 """Loading and analyses, cached in one store shared by every session of this server process (the
-store itself, its threads and priorities: :mod:`dashboard.jobs`; here: what is computed, under
+store itself, its threads and priorities: :mod:`analysis_core_dashboard.jobs`; here: what is computed, under
 which key).
 
 * **Keys.** A dataset is keyed by a digest of its files' names and bytes (an upload's bytes are
@@ -35,13 +35,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis_core import Dataset, Evaluation, InputError, evaluate, load_bytes
+from analysis_core import Dataset, Evaluation, InputError, demo, evaluate, load_bytes
 from analysis_core.design import COLUMNS as DESIGN_COLUMNS
 from analysis_core.engine.cutoffs import answers
 from analysis_core.io import validate
@@ -50,13 +49,8 @@ from analysis_core.stats.bands import ALL, pr_bands
 from analysis_core.stats.checkpoints import CheckpointAnalysis, checkpoint_analysis
 from analysis_core.stats.class_sweep import class_count_sweep
 from analysis_core.stats.runs import RunAnalysis, run_analysis
-from dashboard import kept, uploads
-from dashboard.jobs import BUDGET_BYTES, MAX_ENTRIES, Progress, Store
-
-# the repository's demo_data/, or its installed copy inside the package (see setup.py)
-_REPO_DEMO = Path(__file__).resolve().parents[1] / "demo_data"
-DEMO_DIR = _REPO_DEMO if (_REPO_DEMO / "digits.npz").is_file() else Path(__file__).resolve().parent / "demo_data"
-
+from analysis_core_dashboard import kept, uploads
+from analysis_core_dashboard.jobs import BUDGET_BYTES, MAX_ENTRIES, Progress, Store
 
 STORE = Store(BUDGET_BYTES, MAX_ENTRIES)
 # the upload budget makes room by dropping stored datasets (they can be loaded again), then uploads kept for a reload
@@ -120,7 +114,7 @@ def upload_digest(uploads: Sequence, memo: dict[str, str]) -> str:
 
 
 def demo_files(name: str) -> list[tuple[str, bytes]]:
-    path = DEMO_DIR / f"{name}.npz"
+    path = demo.path(name)
     return [(path.name, path.read_bytes())]
 
 
@@ -149,7 +143,7 @@ def dataset(digest: str, read: Callable[[], list[tuple[str, bytes]]], similarity
     source = [read]
 
     def load(progress: Progress) -> Dataset:
-        budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (dashboard/uploads.py)
+        budget = uploads.ServerAllowance(uploads.LEDGER)  # every session's data together (uploads.py)
         ds: Dataset | None = None
         try:
             ds = load_bytes(source.pop()(), max_bytes=budget)
@@ -452,9 +446,9 @@ def sweep(token: Token, ds: Dataset, method: str, group_size: int, repeats: int,
 
 def sweep_started(token: Token, ds: Dataset, method: str, group_size: int, repeats: int, exact: bool = False,
                   main: Evaluation | None = None) -> pd.DataFrame | Progress:
-    """:func:`sweep` when it is stored; else its :class:`~dashboard.jobs.Progress`, the sweep
+    """:func:`sweep` when it is stored; else its :class:`~analysis_core_dashboard.jobs.Progress`, the sweep
     started and not waited for (the page stays usable while it runs; see
-    :meth:`~dashboard.jobs.Store.start`)."""
+    :meth:`~analysis_core_dashboard.jobs.Store.start`)."""
     stored = _stored_sweep(token, method, group_size, repeats, exact)
     if stored is not None:
         return stored
@@ -470,7 +464,7 @@ def prefetch_class_count(token: Token, ds: Dataset, methods: Sequence[str], n_cl
     complete before the next (``methods`` in the order given: the next in the list first) — its
     sweep (the sliders above do not change it), then the pass over the sampled classes at the
     page's current settings and its Grouped Recall@1 — each started when the previous one is stored
-    (:meth:`~dashboard.jobs.Store.prefetch_each`)."""
+    (:meth:`~analysis_core_dashboard.jobs.Store.prefetch_each`)."""
     def next_guess():
         for m in methods:
             sure = sure_hits(token, main, m)

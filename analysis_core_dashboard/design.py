@@ -12,7 +12,7 @@ import streamlit as st
 
 from analysis_core import InputError
 from analysis_core.design import COLUMNS, Design, read_csv
-from dashboard import cache, components, state
+from analysis_core_dashboard import cache, components, state
 
 STEP_HELP = "A whole number >= 0 (epoch, iteration), or empty: the method is no checkpoint."
 # widths (pixels) that fit the four columns side by side in the sidebar (app.py's width) for names

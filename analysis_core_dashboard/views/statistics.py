@@ -15,8 +15,8 @@ from analysis_core.stats.analysis import QUERY_UNIT_ONLY
 from analysis_core.stats.posthoc import MAX_POSTHOC_GROUPS
 from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
 from analysis_core.stats.variability import ap_frame, hardest_and_easiest
-from dashboard import cache, components
-from dashboard.views.common import alpha, current, first_methods, run_counts, runs, unit
+from analysis_core_dashboard import cache, components
+from analysis_core_dashboard.views.common import alpha, current, first_methods, run_counts, runs, unit
 
 EXTREME_CLASSES = 20  # above 2 x this many classes, the picker opens on the hardest and easiest
 

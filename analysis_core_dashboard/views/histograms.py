@@ -7,8 +7,8 @@ import streamlit as st
 
 from analysis_core.figures.histograms import histogram_figure
 from analysis_core.stats.histograms import histogram_table
-from dashboard import components
-from dashboard.views.common import current, split_evaluations
+from analysis_core_dashboard import components
+from analysis_core_dashboard.views.common import current, split_evaluations
 
 st.title("Positive and negative pair similarities")
 got = current()

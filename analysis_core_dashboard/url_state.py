@@ -2,15 +2,15 @@
 
 * **Page.** Each page has its own path (``st.navigation``).
 * **Settings and pickers.** The sidebar's similarity, precision, cutoffs ``ks``, ``alpha`` and
-  ``unit``, and the page pickers of :data:`dashboard.state.PAGE_PICKERS`, are in the URL under
+  ``unit``, and the page pickers of :data:`analysis_core_dashboard.state.PAGE_PICKERS`, are in the URL under
   their widget's key; a value equal to the widget's default is left out, and a page's pickers
   leave the URL with the page. Most are Streamlit widgets bound to the URL
   (``bind="query-params"``); a picker inside a fragment is written by :func:`picker` instead,
   because Streamlit 1.67's binding stops writing a fragment's widget to the URL once the page
   around it has rerun (seen in Chromium).
 * **Data and split** are set here, by name: ``data=<demo set>`` (left out for the first demo set),
-  ``upload=<token>`` (an upload kept in this server's memory, :mod:`dashboard.kept`),
-  ``files=a.npz,b.npz`` (files of the server's data directory, :mod:`dashboard.server_files`) and
+  ``upload=<token>`` (an upload kept in this server's memory, :mod:`analysis_core_dashboard.kept`),
+  ``files=a.npz,b.npz`` (files of the server's data directory, :mod:`analysis_core_dashboard.server_files`) and
   ``split=<name>``.
 
 A session opened from a URL takes these values before any widget is made (:func:`restore`); the
@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import components, kept, server_files, state
+from analysis_core_dashboard import components, kept, server_files, state
 
 DATA, UPLOAD, FILES, SPLIT = "data", "upload", "files", "split"
 MANUAL = (DATA, UPLOAD, FILES, SPLIT)  # set by this module, not by a bound widget
@@ -90,6 +90,8 @@ def restore() -> None:
             ss[state.SOURCE] = value
         else:
             _note(f"From the link, not used: data={components.literal(value)} (no such data set here).")
+    elif server_files.opened():  # the files the server was started with (analysis-core dashboard FILE...)
+        _restore_files(server_files.opened(), fallback)
     if SPLIT in start:
         ss[state.URL_SPLIT] = start[SPLIT][-1]
 

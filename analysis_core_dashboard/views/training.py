@@ -13,8 +13,8 @@ from analysis_core.figures.runs import run_curves_figure
 from analysis_core.metrics.registry import summary_metrics
 from analysis_core.stats.checkpoints import without_step
 from analysis_core.stats.histograms import histogram_table
-from dashboard import cache, components
-from dashboard.views.common import alpha, current, run_counts, runs, unit
+from analysis_core_dashboard import cache, components
+from analysis_core_dashboard.views.common import alpha, current, run_counts, runs, unit
 
 st.title("Checkpoints over training")
 got = current()

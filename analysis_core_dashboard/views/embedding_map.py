@@ -11,8 +11,8 @@ from analysis_core.extras import install_command
 from analysis_core.figures.embedding_map import MAX_CLASS_COLOURS, embedding_map_figure
 from analysis_core.methods import natural_key
 from analysis_core.stats.projection import map_frame, selection_table, umap_installed
-from dashboard import cache, components, state
-from dashboard.views.common import current, loaded_token, neighbours
+from analysis_core_dashboard import cache, components, state
+from analysis_core_dashboard.views.common import current, loaded_token, neighbours
 
 MAX_NEIGHBOUR_CHOICES = 500  # items of a selection offered for the neighbour table
 COLOUR_NAMES = {"class": "class", "ap": "per-query AP", "split": "split"}

@@ -12,8 +12,8 @@ from analysis_core.export.tables import csv_text
 from analysis_core.figures.runs import run_dots_figure
 from analysis_core.metrics.registry import label, metric_table
 from analysis_core.stats.runs import GENERALISES as RUN_GENERALISES
-from dashboard import cache, components
-from dashboard.views.common import alpha, current, run_counts, runs, unit
+from analysis_core_dashboard import cache, components
+from analysis_core_dashboard.views.common import alpha, current, run_counts, runs, unit
 
 st.title("Retrieval evaluation")
 got = current()

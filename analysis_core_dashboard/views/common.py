@@ -10,7 +10,7 @@ from analysis_core import Evaluation, InputError
 from analysis_core.engine.topk import query_neighbours
 from analysis_core.errors import ComputeError
 from analysis_core.evaluation import NO_POSITIVE
-from dashboard import cache, components, state
+from analysis_core_dashboard import cache, components, state
 
 # Every page evaluates on this recall grid, so that the PR bands page reads the curves of the pass
 # the Overview made (a page asking for another grid would repeat the pass: 230 s at 100 000 x 768

@@ -6,8 +6,8 @@ import streamlit as st
 
 from analysis_core.figures.variability import pr_bands_figure
 from analysis_core.stats.bands import band_notes, describe
-from dashboard import cache, components, url_state
-from dashboard.views.common import RECALL_GRID, alpha, current, unit
+from analysis_core_dashboard import cache, components, url_state
+from analysis_core_dashboard.views.common import RECALL_GRID, alpha, current, unit
 
 GRIDS = [n for n in range(3, RECALL_GRID + 1) if (RECALL_GRID - 1) % (n - 1) == 0]
 

@@ -2,7 +2,7 @@
 and entries (least recently used first; a dataset goes with everything derived from it), each
 computed once on a small thread pool whatever number of sessions ask, kept when the session that
 asked goes away, and prefetches (guesses) at the lowest CPU priority that yield to requests. What
-is computed and under which key is :mod:`dashboard.cache`'s business.
+is computed and under which key is :mod:`analysis_core_dashboard.cache`'s business.
 """
 
 from __future__ import annotations

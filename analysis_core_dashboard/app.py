@@ -12,7 +12,7 @@ import streamlit as st
 from analysis_core import InputError
 from analysis_core.io.numpy_files import OverBudget
 from analysis_core.methods import natural_key
-from dashboard import cache, components, design, state, uploads, url_state
+from analysis_core_dashboard import cache, components, design, state, uploads, url_state
 
 # the favicon from a file, sent inline as a data URL: an emoji or ":material/...:" icon makes the
 # browser fetch it from a CDN (fonts.gstatic.com), and the server is meant to work offline

@@ -7,12 +7,12 @@ holds, so nothing is copied while the session lives) are kept under a random tok
 (``?upload=<token>``); a session opened with that token reads the files from here.
 
 * **Counted in the server's upload budget.** A kept upload reserves its bytes in
-  :data:`dashboard.uploads.LEDGER` until it is dropped: it is counted with every session's
+  :data:`analysis_core_dashboard.uploads.LEDGER` until it is dropped: it is counted with every session's
   datasets, and an upload that would not fit is not kept (the page says so).
 * **Bounded in time and bytes.** An upload is dropped :data:`TTL_SECONDS` after its last use
   (``DASHBOARD_KEEP_MINUTES``, default 60; checked at every use of the store), when its session
   replaces or removes it, and — least recently used first — when the upload budget needs room:
-  for another load (after the stored datasets, which can be loaded again; ``dashboard/cache.py``
+  for another load (after the stored datasets, which can be loaded again; ``analysis_core_dashboard/cache.py``
   chains the two) or for another upload to keep.
 * **Only in this process's memory**: never written to disk; another server (or a restarted one)
   knows none of the tokens.
@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from dashboard import uploads
+from analysis_core_dashboard import uploads
 
 ENV = "DASHBOARD_KEEP_MINUTES"
 TTL_SECONDS = 60 * float(os.environ.get(ENV) or 60)

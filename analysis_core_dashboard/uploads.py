@@ -157,7 +157,7 @@ class Ledger:
 def _fix(budget: int) -> str:
     return ("remove the refused files from the uploader, then upload fewer or smaller files or remove uploads in "
             f"other tabs; to raise the budget, start the server with {ENV}=<MiB> (e.g. {ENV}={2 * budget // MiB} "
-            "streamlit run dashboard/app.py).")
+            "analysis-core dashboard).")
 
 
 def _over(ledger: Ledger, name: str, what: str) -> OverBudget:

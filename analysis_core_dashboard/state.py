@@ -33,7 +33,7 @@ DEMO_SETS = {"digits": "Demo: handwritten digits (3 methods)", "many_classes": "
              "training": "Demo: a training run (zero-shot digits, 10 checkpoints)",
              "digits_runs": "Demo: 3 losses x 3 seeds (zero-shot digits, checkpoints)"}
 
-# The link to a view (dashboard/url_state.py): the keys of the page pickers kept in the URL, by the
+# The link to a view (analysis_core_dashboard/url_state.py): the keys of the page pickers kept in the URL, by the
 # page's URL path; the key is the query parameter's name.
 PAGE_PICKERS = {
     "pr_bands": ("bands_methods", "bands_classes", "np"),

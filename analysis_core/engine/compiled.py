@@ -61,9 +61,12 @@ def load(probe_blas: bool = True) -> None:
 
 #: a pass's kernels (module, function) in the order a float32 pass first calls them, with that
 #: call's argument types (:func:`_signatures`), for a first run's compilation on two cores
-HELPER_SHARE = (("ranking", "rank_tile"),)
+#: (``evaluate``'s passes count the class jackknife: :func:`.ranking.rank_tile_runs` and
+#: :func:`.replicates.replicate_sums`; passes without it, e.g. the class-count sweep's, rank_tile)
+HELPER_SHARE = (("ranking", "rank_tile_runs"), ("replicates", "replicate_sums"))
 OWN_SHARE = (("row_order", "permute_rows"), ("positives", "collect_positive_scores"), ("binning", "bin_tile"),
-             ("query_metrics", "query_metrics"), ("query_metrics", "leading_blocks"))
+             ("query_metrics", "query_metrics"), ("query_metrics", "leading_blocks"), ("replicates", "_fold"),
+             ("ranking", "rank_tile"))
 
 
 def _compile_on_two_cores() -> None:
@@ -109,7 +112,13 @@ def _signatures() -> dict[tuple[str, str], tuple]:
                                                    v[types.uint8], *[v[i8]] * 5, v[f4], v[i8]),
         ("binning", "bin_tile"): (f4[:, ::1], i8, i8, b, v[i8], i8[:, :, ::1], f8, f8, v[f8], v[types.int32]),
         ("ranking", "rank_tile"): (f4[:, ::1], i8, i8, b, v[i8], v[types.uint8], v[types.uint8], v[i8], v[f4],
-                                   v[i8], v[f4], v[i8], v[i8], v[f4], v[f4], i8),
+                                   v[i8], v[f4], v[types.int32], v[types.int32], v[f4], v[f4], i8),
+        ("ranking", "rank_tile_runs"): (f4[:, ::1], i8, i8, b, v[i8], v[types.uint8], v[types.uint8], v[i8], v[f4],
+                                        v[i8], v[f4], types.int32[:, ::1], types.int32[:, ::1], v[f4], v[f4], i8,
+                                        i8[:, ::1], i8[:, ::1]),
+        ("replicates", "replicate_sums"): (v[i8], v[i8], types.int32[:, ::1], types.int32[:, ::1], *[v[i8]] * 4,
+                                           f8[:, :, ::1], i8[:, ::1], v[i8]),
+        ("replicates", "_fold"): (f8[:, :, ::1], i8[:, ::1], f8[:, :, ::1], i8[:, ::1]),
         ("query_metrics", "query_metrics"): (v[i8], v[f4], *[v[i8]] * 5, i8, b, f8[:, ::1], f8[:, ::1]),
         ("query_metrics", "leading_blocks"): (*[v[i8]] * 4, i8, v[i8], *[v[types.int32]] * 3, b),
     }

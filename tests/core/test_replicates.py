@@ -202,3 +202,22 @@ def test_dask_workers_carry_the_counts():
     np.testing.assert_array_equal(here.replicate_n, there.replicate_n)
     oracle, counts = g_pass_replicates(X, codes, plan.groups, similarity="dot")
     assert_replicates_equal(there, oracle, counts)
+
+
+def test_the_first_runs_kernel_signatures_are_those_a_default_evaluation_compiles():
+    """``engine.compiled`` compiles a fresh install's kernels ahead, for the argument types of a
+    default float32 evaluation (its passes count the jackknife) and of a pass without it: each
+    listed signature is one that such passes compile (else the first run compiles twice)."""
+    import importlib
+
+    from analysis_core.engine import compiled
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 30)
+    X = (rng.standard_normal((6, 8))[y] + rng.standard_normal((y.size, 8))).astype(np.float32)
+    ac.evaluate(X, y, n_threads=2)
+    run_pass(X, y, n_threads=2)
+    sigs = compiled._signatures()
+    for module, name in compiled.HELPER_SHARE + compiled.OWN_SHARE:
+        fn = getattr(importlib.import_module(f"analysis_core.engine.{module}"), name)
+        assert sigs[module, name] in fn.signatures, (module, name, fn.signatures)

@@ -595,10 +595,10 @@ def test_the_overview_pages_controls_run_no_pass_after_the_first(monkeypatch):
 
 
 def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypatch):
-    """A request at new cutoffs K made while the first jackknife runs (another session, or the
-    sidebar moved during its progress bar) waits for the same replicates instead of running them
-    again, and gets the jackknife of a fresh ``evaluate(..., ks=new)``; so does an evaluation that
-    does not share the first one's kept state (the stored replicates are handed to it)."""
+    """Requests at two cutoffs K at once (another session, or the sidebar moved) run no replicate
+    pass (the evaluations' passes counted them) and get the jackknife of a fresh
+    ``evaluate(..., ks=new)``; so does an evaluation that does not share the first one's kept
+    state."""
     from concurrent.futures import ThreadPoolExecutor
 
     ds = load_files([ROOT / "demo_data" / "digits.npz"])
@@ -610,7 +610,7 @@ def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypa
     calls = _count_passes(monkeypatch)
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda te: cache.class_jackknife(*te), pairs))
-    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    assert calls == []  # the evaluation's passes counted the replicates: the jackknife runs none
     pd.testing.assert_frame_equal(got[1].intervals(), want.intervals(), check_exact=True)
     fresh = evaluate(ds, ks=(2, 32))  # its own kept state: none
     calls.clear()
@@ -622,7 +622,7 @@ def test_new_cutoffs_while_the_class_jackknife_runs_wait_for_its_passes(monkeypa
 
 def test_the_statistics_at_the_class_unit_share_the_jackknifes_passes_with_the_overview(monkeypatch):
     """The Statistics page's analysis at the class unit, asked for while the Overview's jackknife
-    runs (or before it), waits for that jackknife's passes instead of running its own."""
+    is read (or before it), runs no pass of its own and equals the core's."""
     from concurrent.futures import ThreadPoolExecutor
 
     from analysis_core.stats.analysis import analyse
@@ -640,7 +640,7 @@ def test_the_statistics_at_the_class_unit_share_the_jackknifes_passes_with_the_o
         stats = pool.submit(cache.statistics, tok, ev, selection, ap)
         pool.submit(cache.class_jackknife, tok, ev).result()
         got = stats.result().paired
-    assert len(calls) == ds.n_classes * len(ds.methods)  # one replicate pass per class and method, once
+    assert calls == []  # the evaluation's passes counted the replicates: neither page runs one
     pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 

@@ -5,11 +5,14 @@ power at one stated effect.
 
     python benchmarks/calibration.py                      # 400 replicates per scenario (a few minutes)
     python benchmarks/calibration.py --replicates 50 --scenarios loo_8x8,qg_shared
+    python benchmarks/calibration.py --scenarios loo_20x4,loo_60x4 --groups 20,50,C --class-only
 
 Scenarios (classes x items per class, dimension 16; class centres N(0, I), items = centre +
 N(0, 0.9^2 I); each method adds its own noise to that base set):
 
 * ``loo_8x8`` / ``loo_20x4``: leave-one-out; two methods, base + N(0, 0.6^2) each (equally good).
+  Any ``loo_<C>x<n>`` is the same design with C classes of n items (``loo_60x4``, ``loo_100x3``,
+  ``loo_200x3``: more classes than the default 20 jackknife groups).
 * ``qg_shared``: query/gallery (3 queries per class, the rest gallery); the gallery is the same
   vectors for both methods, only the queries carry method noise.
 * ``qg_gallery_noise``: query/gallery, every item carries each method's own noise.
@@ -31,16 +34,25 @@ N(0, 0.9^2 I); each method adds its own noise to that base set):
   checkpoint curves' bands are the same interval at each step) against the procedure's expected
   value on these test items, the mean of 100 further runs on the same items.
 
-The power row ("effect") gives method b noise of scale 0.9 instead of 0.6 (mAP lower by about
+The power row ("effect") gives method b noise of scale 0.9 (``--effect-noise``) instead of 0.6 (mAP lower by about
 0.05-0.1, depending on the scenario).
 
 Truth for coverage: the expected value of each metric for data of that design, estimated by the
 mean over ``--truth`` extra replicates (evaluations only).
+
+``--groups`` (default: the tool's, ``DEFAULT_MAX_GROUPS``): the number G of delete-a-group jackknife
+groups of classes behind every class-unit output, set as ``jackknife_groups`` of the evaluations and
+``max_groups`` of ``class_jackknife``; a comma-separated list runs each G on the same replicates
+(same seeds: the rows of two G are paired), ``C`` is delete-one-class (G = the number of classes);
+a G at or above the number of classes is delete-one-class. The table then has a ``groups`` column
+(the G used). ``--class-only`` leaves out the outputs that do not depend on G (query-unit tests,
+two-way ANOVA, class mixed model).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections import defaultdict
@@ -53,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import analysis_core as ac  # noqa: E402
 from analysis_core.stats import analyse  # noqa: E402
+from analysis_core.stats.class_jackknife import DEFAULT_MAX_GROUPS  # noqa: E402
 from analysis_core.stats.class_mixed_model import class_mixed_model  # noqa: E402
 from analysis_core.stats.generalization import split_generalization  # noqa: E402
 from analysis_core.stats.paired_tests import metric_paired_tests  # noqa: E402
@@ -93,7 +106,7 @@ def make_runs(n_runs: int, seed: int, effect: bool = False, truth_runs: int = 0)
     return {"X": X, "y": y, "kw": {}, "truth": extra}
 
 
-def replicate_runs(n_runs: int, seed: int, alpha: float, effect: bool) -> dict:
+def replicate_runs(n_runs: int, seed: int, alpha: float, effect: bool, groups: int = DEFAULT_MAX_GROUPS) -> dict:
     """The run-level comparison of families a and b, and the per-model tests of their first runs."""
     d = make_runs(n_runs, seed, effect, 0 if effect else TRUTH_RUNS)
     ev = ac.evaluate(d["X"], d["y"])
@@ -114,27 +127,36 @@ def replicate_runs(n_runs: int, seed: int, alpha: float, effect: bool) -> dict:
         for r in fam.summary[fam.summary["metric"].isin(METRICS)].itertuples():
             out[("covers", f"{r.metric} mean interval (each family)", "run")] = bool(
                 r.ci_low <= truth[r.metric] <= r.ci_high)
-    two = ac.evaluate({k: d["X"][k] for k in ("a_seed0", "b_seed0")}, d["y"])
+    two = ac.evaluate({k: d["X"][k] for k in ("a_seed0", "b_seed0")}, d["y"], jackknife_groups=groups)
     for metric, part in metric_paired_tests(metric_frame(two, metrics=list(METRICS)), alpha).groupby("metric"):
         out[("reject", f"{metric} first runs (these models)", "query")] = bool(part["reject"].any())
-    jk = two.class_jackknife()
+    jk = two.class_jackknife(max_groups=groups)
     for metric, part in jk.differences(alpha, metrics=[m for m in METRICS if m in jk.metrics]).groupby("metric"):
         out[("reject", f"{metric} first runs (these models)", "class")] = bool(part["reject"].any())
     return out
 
 
-def make(scenario: str, seed: int, effect: bool = False) -> dict:
-    """One replicate's data: methods, labels and the evaluate() keywords."""
+def sizes_of(scenario: str) -> list[int]:
+    """Items per class of a scenario's design (``loo_<C>x<n>``: C classes of n items)."""
+    loo = re.fullmatch(r"loo_(\d+)x(\d+)", scenario)
+    if loo:
+        return [int(loo[2])] * int(loo[1])
+    return {"ten_methods": [8] * 8, "qg_shared": [8] * 8, "qg_gallery_noise": [8] * 8, "three_classes": [16] * 3,
+            "splits": [8] * 16, "unbalanced": [3, 4, 5, 6, 7, 8, 10, 11, 13, 14], "runs_3x3": [8] * 8,
+            "runs_5x5": [8] * 8}[scenario]
+
+
+def make(scenario: str, seed: int, effect: bool = False, effect_noise: float = EFFECT_NOISE) -> dict:
+    """One replicate's data: methods, labels and the evaluate() keywords (with ``effect``, method
+    b's noise has sd ``effect_noise``)."""
     rng = np.random.default_rng(seed)
     n_methods = 10 if scenario == "ten_methods" else 2
-    sizes = {"loo_8x8": [8] * 8, "ten_methods": [8] * 8, "loo_20x4": [4] * 20, "qg_shared": [8] * 8,
-             "qg_gallery_noise": [8] * 8, "three_classes": [16] * 3, "splits": [8] * 16,
-             "unbalanced": [3, 4, 5, 6, 7, 8, 10, 11, 13, 14]}[scenario]
+    sizes = sizes_of(scenario)
     y, base = _base(rng, sizes)
     kw: dict = {}
     scales = [NOISE] * n_methods
     if effect:
-        scales[1] = EFFECT_NOISE
+        scales[1] = effect_noise
     noisy = np.ones(y.size, bool)
     if scenario.startswith("qg"):
         role = np.where(np.arange(y.size) % sizes[0] < 3, "query", "gallery")
@@ -157,15 +179,17 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return ci.low, ci.high
 
 
-def replicate(scenario: str, seed: int, alpha: float, effect: bool) -> dict:
+def replicate(scenario: str, seed: int, alpha: float, effect: bool, groups: int = DEFAULT_MAX_GROUPS,
+              class_only: bool = False, effect_noise: float = EFFECT_NOISE) -> dict:
     """The default outputs of one replicate: per metric, whether the class-unit comparison rejected
     (family-wise over pairs after Holm), whether the query-unit one did, and each method's
-    class-unit interval."""
-    d = make(scenario, seed, effect)
+    class-unit interval; ``groups``: the jackknife's G; ``class_only``: the class-unit outputs only."""
+    d = make(scenario, seed, effect, effect_noise)
     out: dict = {}
     if scenario == "splits":
         split = d["kw"]["split"]
-        evs = {sp: ac.evaluate(d["X"], d["y"], split=split, within_split=sp, group_size=4, seed=seed)
+        evs = {sp: ac.evaluate(d["X"], d["y"], split=split, within_split=sp, group_size=4, seed=seed,
+                               jackknife_groups=groups)
                for sp in ("train", "test")}
         gen = split_generalization(evs, "a", "train", alpha, unit="class")
         for r in gen.itertuples():
@@ -174,11 +198,16 @@ def replicate(scenario: str, seed: int, alpha: float, effect: bool) -> dict:
             if np.isfinite(lo):
                 out[("gap covers 0", r.metric, r.unit)] = bool(lo <= 0 <= hi)
         return out
-    ev = ac.evaluate(d["X"], d["y"], **d["kw"])
-    jk = ev.class_jackknife()
+    ev = ac.evaluate(d["X"], d["y"], jackknife_groups=groups, **d["kw"])
+    jk = ev.class_jackknife(max_groups=groups)
     diffs = jk.differences(alpha, metrics=[m for m in METRICS if m in jk.metrics])
     for metric, part in diffs.groupby("metric"):
         out[("reject", metric, "class")] = bool(part["reject"].any())
+    iv = jk.intervals(alpha)
+    for r in iv[iv["metric"].isin(METRICS)].itertuples():
+        out[("interval", r.metric, r.method)] = (r.ci_low, r.ci_high)
+    if class_only:
+        return out
     q = metric_paired_tests(metric_frame(ev, metrics=list(METRICS)), alpha)
     for metric, part in q.groupby("metric"):
         out[("reject", metric, "query")] = bool(part["reject"].any())
@@ -193,9 +222,6 @@ def replicate(scenario: str, seed: int, alpha: float, effect: bool) -> dict:
     for r in res.two_way.itertuples():  # (the class term has no null here: class centres are drawn, classes differ)
         if np.isfinite(r.p_value) and r.term != "class":
             out[("reject", f"two-way {r.term}", "query")] = bool(r.p_value < alpha)
-    iv = jk.intervals(alpha)
-    for r in iv[iv["metric"].isin(METRICS)].itertuples():
-        out[("interval", r.metric, r.method)] = (r.ci_low, r.ci_high)
     return out
 
 
@@ -204,22 +230,29 @@ def truth(scenario: str, n: int, start: int) -> dict:
     acc = defaultdict(list)
     for seed in range(start, start + n):
         d = make(scenario, seed)
-        sf = ac.evaluate(d["X"], d["y"], **d["kw"]).summary_frame()
+        sf = ac.evaluate(d["X"], d["y"], jackknife_groups=None, **d["kw"]).summary_frame()
         for r in sf.to_dict("records"):
             for m in METRICS:
                 acc[(r["method"], m)].append(r[m])
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
-def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict]:
+def run(scenario: str, replicates: int, alpha: float, n_truth: int, groups: int = DEFAULT_MAX_GROUPS,
+        class_only: bool = False, true: dict | None = None, effect_replicates: int | None = None,
+        effect_noise: float = EFFECT_NOISE) -> list[dict]:
+    """The table's rows of one scenario at G = ``groups``; ``true``: the expected values (computed
+    when None); ``effect_replicates``: replicates of the power rows (default: ``replicates``);
+    ``effect_noise``: method b's noise sd in the power rows."""
     rows = []
+    n_effect = replicates if effect_replicates is None else effect_replicates
     if scenario.startswith("runs_"):
         n_runs = int(scenario.split("x")[-1])
-        null = [replicate_runs(n_runs, s, alpha, False) for s in range(replicates)]
-        power = [replicate_runs(n_runs, 10**6 + s, alpha, True) for s in range(replicates)]
+        null = [replicate_runs(n_runs, s, alpha, False, groups) for s in range(replicates)]
+        power = [replicate_runs(n_runs, 10**6 + s, alpha, True, groups) for s in range(n_effect)]
     else:
-        null = [replicate(scenario, s, alpha, False) for s in range(replicates)]
-        power = [replicate(scenario, 10**6 + s, alpha, True) for s in range(replicates)]
+        null = [replicate(scenario, s, alpha, False, groups, class_only) for s in range(replicates)]
+        power = [replicate(scenario, 10**6 + s, alpha, True, groups, class_only, effect_noise)
+                 for s in range(n_effect)]
     keys = sorted({k for r in null for k in r if k[0] in ("reject", "gap covers 0", "covers")})
     for key in keys:
         hits = [r[key] for r in null if key in r]
@@ -227,13 +260,13 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
         lo, hi = clopper_pearson(k, n)
         kind = "null rejection" if key[0] == "reject" else "coverage"
         pw = [r[key] for r in power if key in r]
-        rows.append(dict(scenario=scenario, output=(key[1] if key[1].startswith(("two-way", "mixed")) or
+        rows.append(dict(scenario=scenario, groups=groups, output=(key[1] if key[1].startswith(("two-way", "mixed")) or
                                                     "(" in key[1] else f"{key[1]} comparison")
                          if key[0] == "reject" else key[1] if key[0] == "covers" else
                          f"{key[1]} gap interval", unit=key[2], measure=kind, rate=k / n, ci_low=lo, ci_high=hi,
                          n=n, power=float(np.mean(pw)) if pw and key[0] == "reject" else np.nan))
     if scenario != "splits" and not scenario.startswith("runs_"):
-        true = truth(scenario, n_truth, 2 * 10**6)
+        true = truth(scenario, n_truth, 2 * 10**6) if true is None else true
         cover = defaultdict(list)
         for r in null:
             for key, (lo, hi) in ((k, v) for k, v in r.items() if k[0] == "interval"):
@@ -242,7 +275,7 @@ def run(scenario: str, replicates: int, alpha: float, n_truth: int) -> list[dict
         for metric, hits in sorted(cover.items()):
             k, n = int(np.sum(hits)), len(hits)
             lo, hi = clopper_pearson(k, n)
-            rows.append(dict(scenario=scenario, output=f"{metric} interval (each method)", unit="class",
+            rows.append(dict(scenario=scenario, groups=groups, output=f"{metric} interval (each method)", unit="class",
                              measure="coverage", rate=k / n, ci_low=lo, ci_high=hi, n=n, power=np.nan))
     return rows
 
@@ -257,17 +290,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--truth", type=int, default=1000, help="replicates for the expected values (coverage)")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--effect-replicates", type=int, default=None,
+                   help="replicates of the power rows (default: --replicates)")
+    p.add_argument("--effect-noise", type=float, default=EFFECT_NOISE,
+                   help="method b's noise sd in the power rows (not the runs scenarios)")
+    p.add_argument("--groups", default=str(DEFAULT_MAX_GROUPS),
+                   help="jackknife groups of classes G, comma-separated (each on the same replicates); "
+                        "C: one group per class (delete-one-class)")
+    p.add_argument("--class-only", action="store_true",
+                   help="only the class-unit outputs (the query-unit tests, two-way ANOVA and mixed model do not "
+                        "depend on G)")
     p.add_argument("--out", default=None, help="also write the table as CSV")
     args = p.parse_args(argv)
     import pandas as pd
 
     rows = []
     for sc in args.scenarios.split(","):
-        t = time.time()
-        rows += run(sc, args.replicates, args.alpha, args.truth)
-        print(f"# {sc}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
-        if args.out:  # each scenario as it ends: a long run keeps what it measured
-            pd.DataFrame(rows).to_csv(args.out, index=False)
+        n_classes = len(sizes_of(sc))
+        true = None
+        for g in args.groups.split(","):
+            groups = n_classes if g.strip().upper() == "C" else min(int(g), n_classes)
+            if not sc.startswith(("runs_", "splits")) and true is None:  # one truth for every G
+                true = truth(sc, args.truth, 2 * 10**6)
+            t = time.time()
+            rows += run(sc, args.replicates, args.alpha, args.truth, groups, args.class_only, true,
+                        args.effect_replicates, args.effect_noise)
+            print(f"# {sc}, G = {groups}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+            if args.out:  # each scenario and G as it ends: a long run keeps what it measured
+                pd.DataFrame(rows).to_csv(args.out, index=False)
     table = pd.DataFrame(rows)
     bound = stats.binom.ppf(0.975, args.replicates, args.alpha) / args.replicates
     with pd.option_context("display.width", 200, "display.max_rows", 500):

@@ -7,7 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .test_browser import STEP, _choose, _data_input, _no_exception, _settle, _shot, _wait_text, browser, server  # noqa: F401
+from .test_browser import (  # noqa: F401
+    STEP,
+    _choose,
+    _data_input,
+    _no_exception,
+    _settle,
+    _shot,
+    _wait_text,
+    browser,
+    playwright,
+    server,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -19,11 +30,23 @@ def _tags(pg, label: str) -> list[str]:
 
 
 def _add(pg, label: str, option: str) -> None:
+    """Add ``option`` to the multiselect labelled ``label``: done when the box shows it among its
+    chosen options once the page has run. Retried: a rerun under way during the click (a loaded
+    machine) may redraw the list or put the old choice back."""
     box = pg.locator("[data-testid='stMultiSelect']").filter(has_text=label).first
-    box.locator("input").first.click()
-    pg.get_by_role("option", name=option, exact=True).click()
-    pg.keyboard.press("Escape")
-    _settle(pg)
+    for attempt in range(3):
+        if option not in _tags(pg, label):
+            try:
+                box.locator("input").first.click()
+                pg.get_by_role("option", name=option, exact=True).click(timeout=30_000)
+            except playwright.TimeoutError:
+                if attempt == 2:
+                    raise
+            pg.keyboard.press("Escape")
+        _settle(pg)
+        if option in _tags(pg, label):
+            return
+    raise AssertionError(f"{option!r} is not among the chosen options of {label!r}: {_tags(pg, label)}")
 
 
 def _view(pg) -> dict:
